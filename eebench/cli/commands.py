@@ -1,0 +1,3 @@
+"""Registers every command module with the app; the order here is the order in `--help`."""
+
+from eebench.cli import data, info, methods, train  # noqa: F401

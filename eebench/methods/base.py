@@ -1,0 +1,140 @@
+"""What an early-exit method is: exit heads, a loss over exits, training stages and an exit rule.
+
+The evaluator and the trainer never branch on a method's name: they only call this interface.
+
+Exit rules are *stepwise and batched*: `rule.start(n)` makes a state of tensors whose first dim is
+the batch; `rule.step(state, layer, logits)` is called after each exit head with that exit's logits
+for the samples still running and returns which of them exit now. The one-pass simulation calls it
+over stored logits of every sample; real dynamic inference calls it on live logits and drops the
+exited rows (`select_state`). The same code decides in both, so they agree by construction up to
+float noise, and `margin` says how close each decision was to flipping.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass
+from typing import TYPE_CHECKING, Any, ClassVar
+
+from eebench.registry import Registry
+
+if TYPE_CHECKING:  # torch stays out of `eebench --help`
+    import torch
+    from torch import nn
+
+State = dict[str, "torch.Tensor"]
+
+
+@dataclass(frozen=True)
+class StepResult:
+    state: State
+    exit: torch.Tensor  # bool [n]: these samples exit at this layer
+    margin: torch.Tensor  # float [n]: distance of the exit quantity from the decision boundary
+
+
+class ExitRule:
+    """A stepwise exit decision. Subclasses implement `start` and `step`."""
+
+    def start(self, n: int, device: Any = None) -> State:
+        raise NotImplementedError
+
+    def step(self, state: State, exit_index: int, logits: torch.Tensor) -> StepResult:
+        raise NotImplementedError
+
+
+def select_state(state: State, keep: torch.Tensor) -> State:
+    """Keep the rows `keep` (bool mask or index tensor) of every state tensor (batch shrinking)."""
+    return {k: v[keep] for k, v in state.items()}
+
+
+@dataclass(frozen=True)
+class Stage:
+    """One training stage: which parameters train and which exits' losses count."""
+
+    name: str
+    trainable: Callable[[Any], list[nn.Parameter]]  # MultiExitModel -> parameters to optimise
+    exits: tuple[int, ...] | None = None  # exit indices whose logits enter the loss; None = all
+
+
+@dataclass(frozen=True)
+class ExitHeads:
+    """The heads a method puts on the backbone: `heads[j]` runs after layer `exit_layers[j]`."""
+
+    heads: nn.ModuleList
+    exit_layers: tuple[int, ...]  # 1-based layer numbers, strictly increasing
+
+
+class EarlyExitMethod:
+    """Base class; a method subclass is registered with `@register_method("name")`."""
+
+    name: ClassVar[str] = ""
+    paper: ClassVar[str] = ""
+    description: ClassVar[str] = ""
+    sweep_param: ClassVar[str] = ""  # e.g. "threshold", "patience", "layers"
+    supports_regression: ClassVar[bool] = True
+    # A static method sweeps over separately trained truncated models, not over an exit rule.
+    static: ClassVar[bool] = False
+    defaults: ClassVar[dict[str, Any]] = {}
+
+    def __init__(self, **settings: Any):
+        unknown = set(settings) - set(self.defaults)
+        if unknown:
+            from eebench.errors import UsageError
+
+            raise UsageError(
+                f"method {self.name!r} has no setting {sorted(unknown)[0]!r}",
+                hint=f"its settings are: {', '.join(self.defaults) or 'none'}",
+            )
+        self.settings: dict[str, Any] = {**self.defaults, **settings}
+
+    # -- model ---------------------------------------------------------------------------------
+    def build_heads(self, config: Any, num_labels: int, num_layers: int, pooler: nn.Module | None
+                    ) -> ExitHeads:
+        """Exit heads for a backbone of `num_layers` layers; `pooler` is the pretrained one."""
+        raise NotImplementedError
+
+    # -- training ------------------------------------------------------------------------------
+    def stages(self) -> list[Stage]:
+        raise NotImplementedError
+
+    def loss(self, exit_logits: Sequence[torch.Tensor], labels: torch.Tensor, stage: Stage,
+             is_regression: bool) -> torch.Tensor:
+        """Loss over the exits of `stage` (exit_logits[j] is [batch, num_labels])."""
+        raise NotImplementedError
+
+    # -- inference -----------------------------------------------------------------------------
+    def default_sweep(self, num_layers: int, is_regression: bool) -> list[float]:
+        raise NotImplementedError
+
+    def exit_rule(self, value: float, is_regression: bool) -> ExitRule:
+        raise NotImplementedError
+
+    def describe(self) -> dict[str, Any]:
+        return {
+            "name": self.name,
+            "paper": self.paper,
+            "description": self.description,
+            "sweep_param": self.sweep_param,
+            "supports_regression": self.supports_regression,
+            "static": self.static,
+            "settings": dict(self.settings),
+        }
+
+
+METHODS: Registry[type[EarlyExitMethod]] = Registry("method", entry_point_group="eebench.methods")
+
+
+def register_method(name: str) -> Callable[[type[EarlyExitMethod]], type[EarlyExitMethod]]:
+    def decorator(cls: type[EarlyExitMethod]) -> type[EarlyExitMethod]:
+        cls.name = name
+        METHODS.add(name, cls)
+        return cls
+
+    return decorator
+
+
+def get_method(name: str, **settings: Any) -> EarlyExitMethod:
+    import eebench.methods  # noqa: F401  (registers the built-in methods)
+
+    return METHODS.get(name)(**settings)
+

@@ -1,0 +1,211 @@
+"""The built-in GLUE and ELUE task specs.
+
+Local layouts follow the GLUE download script (`glue_data/<TASK>/`) and the ELUE releases. Row counts
+are the published split sizes; `eebench data check` compares the files on disk against them.
+"""
+
+from __future__ import annotations
+
+from eebench.tasks.spec import TASKS, DevFromTrain, HubSource, LocalFile, TaskSpec
+
+ACC = ("accuracy",)
+ACC_F1 = ("accuracy", "f1", "acc_and_f1")
+CORR = ("pearson", "spearman", "pearson_and_spearman")
+NLI3 = ("entailment", "neutral", "contradiction")
+RTE2 = ("entailment", "not_entailment")
+BIN = ("0", "1")
+
+
+def glue_hub(name: str, text: tuple[str, ...], dev: str = "validation", test: str = "test"):
+    return HubSource("nyu-mll/glue", name, {"train": "train", "dev": dev, "test": test}, text)
+
+
+def glue_files(folder: str, index_column: str = "index", **kw) -> dict:
+    return {
+        "train": LocalFile(f"{folder}/train.tsv", **kw),
+        "dev": LocalFile(f"{folder}/dev.tsv", **kw),
+        "test": LocalFile(f"{folder}/test.tsv", has_labels=False, index_column=index_column),
+    }
+
+
+def add(spec: TaskSpec, aliases: tuple[str, ...] = ()) -> None:
+    TASKS.add(spec.name, spec, aliases=aliases)
+
+
+# --------------------------------------------------------------------------------------- GLUE
+COLA_COLS = ("source", "label", "mark", "sentence")
+add(TaskSpec(
+    name="cola", benchmark="glue", title="CoLA",
+    text_columns=("sentence",), label_column="label", labels=BIN,
+    metrics=("mcc", "accuracy"), main_metric="mcc",
+    local={
+        "train": LocalFile("CoLA/train.tsv", header=False, columns=COLA_COLS),
+        "dev": LocalFile("CoLA/dev.tsv", header=False, columns=COLA_COLS),
+        "test": LocalFile("CoLA/test.tsv", has_labels=False, index_column="index"),
+    },
+    hub=glue_hub("cola", ("sentence",)),
+    expected_rows={"train": 8551, "dev": 1043, "test": 1063},
+    description="Corpus of Linguistic Acceptability (1 = acceptable).",
+))
+add(TaskSpec(
+    name="sst2", benchmark="glue", title="SST-2",
+    text_columns=("sentence",), label_column="label", labels=BIN,
+    metrics=ACC, main_metric="accuracy",
+    local=glue_files("SST-2"),
+    hub=glue_hub("sst2", ("sentence",)),
+    expected_rows={"train": 67349, "dev": 872, "test": 1821},
+    description="GLUE SST-2: phrase-level sentiment (1 = positive).",
+), aliases=("sst-2", "glue-sst2"))
+MRPC_TEXT = ("#1 String", "#2 String")
+add(TaskSpec(
+    name="mrpc", benchmark="glue", title="MRPC",
+    text_columns=MRPC_TEXT, label_column="Quality", labels=BIN,
+    metrics=ACC_F1, main_metric="acc_and_f1",
+    local=glue_files("MRPC"),
+    hub=glue_hub("mrpc", ("sentence1", "sentence2")),
+    expected_rows={"train": 3668, "dev": 408, "test": 1725},
+    description="Microsoft Research Paraphrase Corpus (1 = paraphrase).",
+), aliases=("glue-mrpc",))
+add(TaskSpec(
+    name="stsb", benchmark="glue", title="STS-B",
+    text_columns=("sentence1", "sentence2"), label_column="score", labels=None,
+    metrics=CORR, main_metric="pearson_and_spearman",
+    local=glue_files("STS-B"),
+    hub=glue_hub("stsb", ("sentence1", "sentence2")),
+    expected_rows={"train": 5749, "dev": 1500, "test": 1379},
+    description="Semantic Textual Similarity Benchmark: a 0-5 similarity score (regression).",
+), aliases=("sts-b", "glue-stsb"))
+add(TaskSpec(
+    name="qqp", benchmark="glue", title="QQP",
+    text_columns=("question1", "question2"), label_column="is_duplicate", labels=BIN,
+    metrics=ACC_F1, main_metric="acc_and_f1",
+    local=glue_files("QQP", index_column="id"),
+    hub=glue_hub("qqp", ("question1", "question2")),
+    expected_rows={"train": 363846, "dev": 40430, "test": 390965},
+    description="Quora Question Pairs (1 = duplicate).",
+))
+add(TaskSpec(
+    name="mnli", benchmark="glue", title="MNLI",
+    text_columns=("sentence1", "sentence2"), label_column="gold_label", labels=NLI3,
+    metrics=ACC, main_metric="accuracy",
+    local={
+        "train": LocalFile("MNLI/train.tsv"),
+        "dev": LocalFile("MNLI/dev_matched.tsv"),
+        "dev_mismatched": LocalFile("MNLI/dev_mismatched.tsv"),
+        "test": LocalFile("MNLI/test_matched.tsv", has_labels=False, index_column="index"),
+        "test_mismatched": LocalFile(
+            "MNLI/test_mismatched.tsv", has_labels=False, index_column="index"
+        ),
+    },
+    hub=HubSource(
+        "nyu-mll/glue", "mnli",
+        {"train": "train", "dev": "validation_matched", "dev_mismatched": "validation_mismatched",
+         "test": "test_matched", "test_mismatched": "test_mismatched"},
+        ("premise", "hypothesis"),
+    ),
+    expected_rows={"train": 392702, "dev": 9815, "dev_mismatched": 9832, "test": 9796,
+                   "test_mismatched": 9847},
+    description="Multi-Genre NLI; dev is the matched dev set, dev_mismatched the other.",
+))
+add(TaskSpec(
+    name="qnli", benchmark="glue", title="QNLI",
+    text_columns=("question", "sentence"), label_column="label", labels=RTE2,
+    metrics=ACC, main_metric="accuracy",
+    local=glue_files("QNLI"),
+    hub=glue_hub("qnli", ("question", "sentence")),
+    expected_rows={"train": 104743, "dev": 5463, "test": 5463},
+    description="Question NLI from SQuAD.",
+))
+add(TaskSpec(
+    name="rte", benchmark="glue", title="RTE",
+    text_columns=("sentence1", "sentence2"), label_column="label", labels=RTE2,
+    metrics=ACC, main_metric="accuracy",
+    local=glue_files("RTE"),
+    hub=glue_hub("rte", ("sentence1", "sentence2")),
+    expected_rows={"train": 2490, "dev": 277, "test": 3000},
+    description="Recognizing Textual Entailment.",
+))
+add(TaskSpec(
+    name="wnli", benchmark="glue", title="WNLI",
+    text_columns=("sentence1", "sentence2"), label_column="label", labels=BIN,
+    metrics=ACC, main_metric="accuracy",
+    local=glue_files("WNLI"),
+    hub=glue_hub("wnli", ("sentence1", "sentence2")),
+    expected_rows={"train": 635, "dev": 71, "test": 146},
+    description="Winograd NLI (1 = entailment).",
+))
+
+# --------------------------------------------------------------------------------------- ELUE
+add(TaskSpec(
+    name="elue-sst2", benchmark="elue", title="SST-2 (ELUE)",
+    text_columns=("sentence",), label_column="label", labels=BIN,
+    metrics=ACC, main_metric="accuracy",
+    local=glue_files("ELUE/SST-2"),
+    hub=None,  # the ELUE sentence-level split is distributed by ELUE only
+    expected_rows={"train": 8544, "dev": 1101, "test": 2210},
+    description="ELUE SST-2: sentence-level SST split (not GLUE's phrase-level train set).",
+))
+add(TaskSpec(
+    name="elue-imdb", benchmark="elue", title="IMDb",
+    text_columns=("sentence",), label_column="label", labels=BIN,
+    metrics=ACC, main_metric="accuracy",
+    local={"train": LocalFile("IMDb/train.tsv"), "test": LocalFile("IMDb/test.tsv")},
+    hub=HubSource("stanfordnlp/imdb", None, {"train": "train", "test": "test"}, ("text",)),
+    dev_from_train=DevFromTrain(fraction=0.1, seed=42),
+    expected_rows={"train": 25000, "test": 25000},
+    description="IMDb movie reviews (1 = positive); dev is a seeded stratified 10% of train.",
+), aliases=("imdb",))
+add(TaskSpec(
+    name="elue-mrpc", benchmark="elue", title="MRPC (ELUE)",
+    text_columns=MRPC_TEXT, label_column="Quality", labels=BIN,
+    metrics=ACC_F1, main_metric="acc_and_f1",
+    local=glue_files("MRPC"),  # ELUE ships the GLUE files unchanged
+    hub=glue_hub("mrpc", ("sentence1", "sentence2")),
+    expected_rows={"train": 3668, "dev": 408, "test": 1725},
+    description="ELUE MRPC: the GLUE files; main metric is the mean of accuracy and F1.",
+))
+add(TaskSpec(
+    name="elue-stsb", benchmark="elue", title="STS-B (ELUE)",
+    text_columns=("sentence1", "sentence2"), label_column="label", labels=None,
+    metrics=CORR, main_metric="pearson_and_spearman",
+    local={
+        "train": LocalFile("ELUE/STS-B/train.tsv", quoting="csv"),
+        "dev": LocalFile("ELUE/STS-B/dev.tsv", quoting="csv"),
+        "test": LocalFile("ELUE/STS-B/test.tsv", quoting="csv", has_labels=False,
+                          index_column="index"),
+    },
+    hub=glue_hub("stsb", ("sentence1", "sentence2")),
+    expected_rows={"train": 5749, "dev": 1500, "test": 1379},
+    description="ELUE STS-B: the GLUE pairs in ELUE's CSV-quoted release.",
+))
+add(TaskSpec(
+    name="elue-snli", benchmark="elue", title="SNLI",
+    text_columns=("premise", "hypothesis"), label_column="label", labels=("0", "1", "2"),
+    metrics=ACC, main_metric="accuracy",
+    local={
+        "train": LocalFile("SNLI/train.tsv"),
+        "dev": LocalFile("SNLI/dev.tsv"),
+        "test": LocalFile("SNLI/test.tsv", has_labels=False, index_column="index"),
+    },
+    hub=HubSource("stanfordnlp/snli", None,
+                  {"train": "train", "dev": "validation", "test": "test"},
+                  ("premise", "hypothesis")),
+    expected_rows={"train": 549367, "dev": 9842, "test": 9824},
+    description="SNLI without '-' items; 0 entailment, 1 neutral, 2 contradiction.",
+), aliases=("snli",))
+add(TaskSpec(
+    name="elue-scitail", benchmark="elue", title="SciTail",
+    text_columns=("premise", "hypothesis"), label_column="label", labels=BIN,
+    label_aliases={"entails": "1", "neutral": "0"},  # 499 ELUE train rows carry text labels
+    metrics=ACC, main_metric="accuracy",
+    local={
+        "train": LocalFile("SciTail/train.tsv", quoting="csv"),
+        "dev": LocalFile("SciTail/dev.tsv"),
+        "test": LocalFile("SciTail/test.tsv", has_labels=False, index_column="index"),
+    },
+    hub=HubSource("allenai/scitail", "tsv_format",
+                  {"train": "train", "dev": "validation", "test": "test"},
+                  ("premise", "hypothesis")),
+    expected_rows={"train": 23596, "dev": 1304, "test": 2126},
+    description="SciTail entailment, ELUE release (1 = entails, 0 = neutral).",
+), aliases=("scitail",))

