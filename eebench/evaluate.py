@@ -1,0 +1,177 @@
+"""Evaluation: one batched full pass, then exit decisions for any sweep without re-running the model.
+
+Exit rules only need the logits of exits 1..k, so `collect_exit_logits` runs the whole model once per
+sample and keeps every exit's logits; `simulate` then replays a method's stepwise exit rule over the
+stored logits for each sweep value. `dynamic_inference` is the real thing (batch shrinking, or batch
+size 1): it stops computing for samples that exit. Both call the same `ExitRule.step`, so their
+decisions agree up to float noise; `compare` counts disagreements and how many sit within float
+tolerance of the decision boundary.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable
+from dataclasses import dataclass
+
+import numpy as np
+import torch
+
+from eebench.methods.base import ExitRule, select_state
+
+# A disagreement between simulation and real inference is excused only this close to the boundary.
+MARGIN_TOLERANCE = 1e-4
+
+
+@dataclass
+class ExitOutputs:
+    """Every exit's logits for every sample of a split, from one full pass."""
+
+    logits: torch.Tensor  # [E, N, C] float32, CPU
+    lengths: np.ndarray  # [N] real token lengths (no padding)
+    labels: np.ndarray | None  # [N] label ids / scores, None for unlabelled splits
+
+
+@dataclass
+class Decisions:
+    """Where each sample exits and what it predicts there."""
+
+    exit_index: np.ndarray  # [N] 0-based exit index
+    prediction: np.ndarray  # [N] label id, or the score for regression
+    margin: np.ndarray  # [N] smallest margin over the steps up to the exit
+
+
+def predictions_from_logits(logits: torch.Tensor, is_regression: bool) -> torch.Tensor:
+    return logits[..., 0] if is_regression else logits.argmax(-1)
+
+
+@torch.inference_mode()
+def collect_exit_logits(model, batches: Iterable[dict], progress=None) -> ExitOutputs:
+    """Run every layer and every exit head once per sample. `batches` yield dicts with input_ids,
+    attention_mask, (token_type_ids), `index` (positions in the split) and optionally `labels`."""
+    model.eval()
+    device = next(model.parameters()).device
+    chunks, idx, lengths, labels = [], [], [], []
+    for batch in batches:
+        inputs = {k: batch[k].to(device) for k in ("input_ids", "attention_mask", "token_type_ids")
+                  if k in batch}
+        chunks.append(model(**inputs).float().cpu())  # [E, B, C]
+        idx.append(torch.as_tensor(batch["index"]))
+        lengths.append(batch["attention_mask"].sum(-1).cpu())
+        if batch.get("labels") is not None:
+            labels.append(torch.as_tensor(batch["labels"]))
+        if progress is not None:
+            progress(len(batch["index"]))
+    order = torch.cat(idx).argsort()
+    logits = torch.cat(chunks, dim=1)[:, order]
+    lab = torch.cat(labels)[order].numpy() if labels else None
+    return ExitOutputs(logits, torch.cat(lengths)[order].numpy(), lab)
+
+
+def simulate(rule: ExitRule, logits: torch.Tensor, is_regression: bool) -> Decisions:
+    """Replay the stepwise exit rule over stored logits [E, N, C]; the last exit always exits."""
+    num_exits, n = logits.shape[:2]
+    state = rule.start(n, logits.device)
+    exit_index = torch.full((n,), num_exits - 1, dtype=torch.long)
+    exited = torch.zeros(n, dtype=torch.bool)
+    margin = torch.full((n,), float("inf"))
+    for j in range(num_exits):
+        step = rule.step(state, j, logits[j])
+        state = step.state
+        running = ~exited
+        margin[running] = torch.minimum(margin[running], step.margin[running].float())
+        now = running & step.exit if j < num_exits - 1 else running
+        exit_index[now] = j
+        exited |= now
+    preds = predictions_from_logits(logits[exit_index, torch.arange(n)], is_regression)
+    return Decisions(exit_index.numpy(), preds.numpy(), margin.numpy())
+
+
+@torch.inference_mode()
+def dynamic_batch(model, rule: ExitRule, batch: dict, is_regression: bool, full: bool = False
+                  ) -> tuple[torch.Tensor, torch.Tensor]:
+    """Real early-exit inference on one batch: exited samples leave the batch after each exit, and
+    the padding columns no remaining sample needs are cut. `full=True` runs the model without exits
+    (all layers, the last head only): the baseline timed the same way.
+    Returns (exit_index [B], prediction [B]) in batch order."""
+    device = next(model.parameters()).device
+    mask = batch["attention_mask"].to(device)
+    hidden, ext = model.embed(
+        batch["input_ids"].to(device), mask,
+        batch["token_type_ids"].to(device) if "token_type_ids" in batch else None,
+    )
+    n = hidden.shape[0]
+    exit_of = {layer: j for j, layer in enumerate(model.exit_layers)}
+    last = model.num_exits - 1
+    alive = torch.arange(n, device=device)
+    out_exit = torch.full((n,), last, dtype=torch.long, device=device)
+    out_pred = torch.zeros(n, device=device)
+    state = rule.start(n, device)
+    for i in range(model.exit_layers[-1]):
+        hidden = model.layer(i, hidden, ext)
+        j = exit_of.get(i + 1)
+        if j is None or (full and j != last):
+            continue
+        logits = model.head(j, hidden)
+        if j == last:
+            go = torch.ones(len(alive), dtype=torch.bool, device=device)
+        else:
+            step = rule.step(state, j, logits)
+            go, state = step.exit, step.state
+        if go.any():
+            out_exit[alive[go]] = j
+            out_pred[alive[go]] = predictions_from_logits(logits[go], is_regression).float()
+        keep = ~go
+        if not keep.any():
+            break
+        alive, state, mask = alive[keep], select_state(state, keep), mask[keep]
+        width = int(mask.sum(-1).max())
+        hidden, mask = hidden[keep, :width], mask[:, :width]
+        ext = _cut_mask(ext, keep, width)
+    return out_exit.cpu(), out_pred.cpu()
+
+
+def _cut_mask(ext: torch.Tensor | None, keep: torch.Tensor, width: int):
+    """Keep the rows `keep` and the first `width` key positions of the model's attention mask."""
+    if ext is None:
+        return None
+    return ext[keep][..., :width] if ext.dim() == 4 and ext.shape[-2] == 1 else ext[keep][
+        ..., :width, :width]
+
+
+def dynamic_inference(model, rule: ExitRule, batches: Iterable[dict], n: int, is_regression: bool
+                      ) -> Decisions:
+    """Real early-exit inference over a split, in whatever batch size `batches` yields."""
+    exit_index = np.zeros(n, dtype=np.int64)
+    prediction = np.zeros(n, dtype=np.float64)
+    for batch in batches:
+        e, p = dynamic_batch(model, rule, batch, is_regression)
+        idx = np.asarray(batch["index"])
+        exit_index[idx], prediction[idx] = e.numpy(), p.numpy()
+    if not is_regression:
+        prediction = prediction.astype(np.int64)
+    return Decisions(exit_index, prediction, np.full(n, np.inf))
+
+
+@dataclass
+class Agreement:
+    compared: int
+    disagreements: int  # exit layer or prediction differ
+    near_threshold: int  # of those, how many sit within MARGIN_TOLERANCE of the boundary
+
+    @property
+    def unexplained(self) -> int:
+        return self.disagreements - self.near_threshold
+
+
+def compare(simulated: Decisions, real: Decisions, indices: np.ndarray | None = None,
+            is_regression: bool = False, atol: float = 1e-4) -> Agreement:
+    """Count samples where real dynamic inference decided otherwise than the simulation."""
+    idx = np.arange(len(simulated.exit_index)) if indices is None else indices
+    same_exit = simulated.exit_index[idx] == real.exit_index[idx]
+    if is_regression:
+        same_pred = np.isclose(simulated.prediction[idx], real.prediction[idx], atol=atol)
+    else:
+        same_pred = simulated.prediction[idx] == real.prediction[idx]
+    bad = ~(same_exit & same_pred)
+    near = bad & (simulated.margin[idx] < MARGIN_TOLERANCE)
+    return Agreement(len(idx), int(bad.sum()), int(near.sum()))

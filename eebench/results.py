@@ -1,0 +1,152 @@
+"""Results are data: the files of a run directory, each with its own schema_version.
+
+A run directory `runs/<model>/<method>/<task>/<config-hash>/` holds
+
+- `config.json`        RunConfig: everything that determines the results (its hash names the dir)
+- `env.json`           hardware and software versions (written by eebench.measure.env)
+- `points.jsonl`       one OperatingPoint per line, one per sweep value
+- `predictions.safetensors`  per-sample arrays (no pickle): `labels` [N] (absent for unlabelled
+                       test splits), `exit_layer` [P, N] (1-based), `prediction` [P, N] (label id,
+                       or the score for regression), `exit_logits` [E, N, C]; row p of the
+                       [P, N] arrays belongs to line p of points.jsonl
+- `summary.json`       RunSummary: the run at a glance
+
+Metrics are in percent (ELUE's unit), FLOPs are per sample with the convention recorded.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import os
+import tempfile
+from pathlib import Path
+from typing import Any
+
+from pydantic import BaseModel, ConfigDict, Field
+
+SCHEMA_VERSION = 1
+
+CONFIG_FILE = "config.json"
+ENV_FILE = "env.json"
+POINTS_FILE = "points.jsonl"
+PREDICTIONS_FILE = "predictions.safetensors"
+SUMMARY_FILE = "summary.json"
+
+
+class _Data(BaseModel):
+    model_config = ConfigDict(extra="forbid", protected_namespaces=())
+
+
+class Timing(_Data):
+    """Measured wall time of real dynamic inference at one batch size (raw values kept)."""
+
+    device: str  # e.g. "cpu (8 threads)" or "cuda: NVIDIA H100"
+    batch_size: int
+    mode: str  # "dynamic" (exits taken) or "full" (no exit, the baseline)
+    latency_ms: dict[str, float] = Field(default_factory=dict)  # p50/p90/p99/mean/std per batch
+    throughput: float | None = None  # samples per second
+    peak_memory_mb: float | None = None
+    raw_ms: list[float] = Field(default_factory=list)
+
+
+class OperatingPoint(_Data):
+    schema_version: int = SCHEMA_VERSION
+    method: str
+    task: str
+    split: str
+    seed: int
+    sweep_param: str  # e.g. "threshold", "patience", "layers"
+    sweep_value: float
+    n_samples: int
+    num_layers: int  # layers of the full model
+    metrics: dict[str, float] = Field(default_factory=dict)  # percent; empty for unlabelled splits
+    main_metric: str
+    main: float | None  # metrics[main_metric]
+    avg_exit_layer: float
+    exit_histogram: list[int]  # samples exiting at layer 1..num_layers
+    flops_convention: str
+    mean_flops: float  # FLOPs per sample, summed along each sample's executed path
+    mean_mflops: float
+    speedup: float  # num_layers / avg_exit_layer
+    layer_saving: float  # 1 - avg_exit_layer / num_layers
+    params_total: int
+    params_mean_used: float  # parameters touched, averaged over samples
+    timings: list[Timing] = Field(default_factory=list)
+    disagreements: int | None = None  # samples where real dynamic inference decided otherwise
+    disagreements_near_threshold: int | None = None
+
+
+class RunConfig(_Data):
+    schema_version: int = SCHEMA_VERSION
+    model: str
+    method: str
+    method_settings: dict[str, Any] = Field(default_factory=dict)
+    task: str
+    split: str
+    seed: int
+    sweep: list[float]
+    train: dict[str, Any] = Field(default_factory=dict)
+    max_seq_length: int
+    max_eval_samples: int | None = None
+    flops_convention: str
+    timing: dict[str, Any] = Field(default_factory=dict)
+
+    def key(self) -> str:
+        """Hash of everything that determines the results: names the run directory."""
+        blob = json.dumps(self.model_dump(mode="json"), sort_keys=True).encode()
+        return hashlib.sha256(blob).hexdigest()[:12]
+
+
+class RunSummary(_Data):
+    schema_version: int = SCHEMA_VERSION
+    model: str
+    method: str
+    task: str
+    split: str
+    seed: int
+    config_hash: str
+    n_samples: int
+    num_points: int
+    full_model: dict[str, Any] = Field(default_factory=dict)  # the last layer's metrics and FLOPs
+    best_main: float | None = None
+    checkpoint: str | None = None
+    finished: bool = True
+
+
+def atomic_write_text(path: Path, text: str) -> None:
+    """Write via a temporary file in the same directory and rename: never a half-written file."""
+    path.parent.mkdir(parents=True, exist_ok=True)
+    fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=f".{path.name}.", suffix=".tmp")
+    try:
+        with os.fdopen(fd, "w", encoding="utf-8") as f:
+            f.write(text)
+        os.replace(tmp, path)
+    except BaseException:
+        Path(tmp).unlink(missing_ok=True)
+        raise
+
+
+def write_json(path: Path, obj: BaseModel | dict) -> None:
+    data = obj.model_dump(mode="json") if isinstance(obj, BaseModel) else obj
+    atomic_write_text(path, json.dumps(data, indent=2) + "\n")
+
+
+def write_points(path: Path, points: list[OperatingPoint]) -> None:
+    atomic_write_text(path, "".join(p.model_dump_json() + "\n" for p in points))
+
+
+def read_points(path: Path) -> list[OperatingPoint]:
+    from eebench.errors import DataError
+
+    points = []
+    with open(path, encoding="utf-8") as f:
+        for n, line in enumerate(f, 1):
+            if not line.strip():
+                continue
+            try:
+                points.append(OperatingPoint.model_validate_json(line))
+            except ValueError as e:
+                first = str(e).splitlines()
+                raise DataError(f"{path}:{n}: not a valid operating point: {' '.join(first[:3])}")
+    return points
