@@ -1,11 +1,12 @@
-"""Evaluation: one batched full pass, then exit decisions for any sweep without re-running the model.
+"""Evaluation: one batched full pass, then exit decisions for any sweep without re-running the
+model.
 
-Exit rules only need the logits of exits 1..k, so `collect_exit_logits` runs the whole model once per
-sample and keeps every exit's logits; `simulate` then replays a method's stepwise exit rule over the
-stored logits for each sweep value. `dynamic_inference` is the real thing (batch shrinking, or batch
-size 1): it stops computing for samples that exit. Both call the same `ExitRule.step`, so their
-decisions agree up to float noise; `compare` counts disagreements and how many sit within float
-tolerance of the decision boundary.
+Exit rules only need the logits of exits 1..k, so `collect_exit_logits` runs the whole model once
+per sample and keeps every exit's logits; `simulate` then replays a method's stepwise exit rule
+over the stored logits for each sweep value. `dynamic_inference` is the real thing (batch
+shrinking, or batch size 1): it stops computing for samples that exit. Both call the same
+`ExitRule.step`, so their decisions agree up to float noise; `compare` counts disagreements and
+how many sit within float tolerance of the decision boundary.
 """
 
 from __future__ import annotations
@@ -16,7 +17,7 @@ from dataclasses import dataclass
 import numpy as np
 import torch
 
-from eebench.methods.base import ExitRule, select_state
+from eebench.methods.base import ExitRule, StepResult, select_state
 
 # A disagreement between simulation and real inference is excused only this close to the boundary.
 MARGIN_TOLERANCE = 1e-4
@@ -38,6 +39,18 @@ class Decisions:
     exit_index: np.ndarray  # [N] 0-based exit index
     prediction: np.ndarray  # [N] label id, or the score for regression
     margin: np.ndarray  # [N] smallest margin over the steps up to the exit
+
+
+class NeverExit(ExitRule):
+    """No early exit: the full model, the baseline that speed-ups are measured against."""
+
+    def start(self, n: int, device=None) -> dict:
+        return {}
+
+    def step(self, state, exit_index: int, logits: torch.Tensor) -> StepResult:
+        n = logits.shape[0]
+        inf = torch.full((n,), float("inf"), device=logits.device)
+        return StepResult(state, torch.zeros(n, dtype=torch.bool, device=logits.device), inf)
 
 
 def predictions_from_logits(logits: torch.Tensor, is_regression: bool) -> torch.Tensor:

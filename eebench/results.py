@@ -110,7 +110,7 @@ class RunSummary(_Data):
     num_points: int
     full_model: dict[str, Any] = Field(default_factory=dict)  # the last layer's metrics and FLOPs
     best_main: float | None = None
-    checkpoint: str | None = None
+    checkpoints: list[str] = Field(default_factory=list)
     finished: bool = True
 
 
@@ -148,5 +148,7 @@ def read_points(path: Path) -> list[OperatingPoint]:
                 points.append(OperatingPoint.model_validate_json(line))
             except ValueError as e:
                 first = str(e).splitlines()
-                raise DataError(f"{path}:{n}: not a valid operating point: {' '.join(first[:3])}")
+                raise DataError(
+                    f"{path}:{n}: not a valid operating point: {' '.join(first[:3])}"
+                ) from None
     return points

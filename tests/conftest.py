@@ -14,6 +14,14 @@ REPO = Path(__file__).resolve().parents[1]
 DEFAULT_DATA_DIR = REPO.parent / "shared" / "data"
 
 
+def pytest_configure(config):
+    """Small models run fastest on one thread, and the test machines are shared: tests use
+    EEBENCH_TEST_THREADS torch threads (default 1)."""
+    import torch
+
+    torch.set_num_threads(int(os.environ.get("EEBENCH_TEST_THREADS", "1")))
+
+
 def _data_dir() -> Path | None:
     env = os.environ.get("EEBENCH_DATA_DIR")
     path = Path(env) if env else DEFAULT_DATA_DIR

@@ -1,1 +1,54 @@
-"""CLI commands (being written)."""
+"""`eebench tasks`: the built-in task specs, as a table or as JSON."""
+
+from __future__ import annotations
+
+import typer
+
+from eebench.cli import app
+from eebench.cli.common import JsonOption, err_console, print_json
+from eebench.errors import UsageError
+
+PANEL = "Tasks and data"
+BENCHMARKS = ("glue", "elue")
+
+
+def table_console():
+    """Where tables go: stderr, wrapped to fit in a terminal, unwrapped in a log or CI file."""
+    if err_console.is_terminal:
+        return err_console
+    from rich.console import Console
+
+    return Console(stderr=True, width=160)
+
+
+@app.command("tasks", rich_help_panel=PANEL)
+def tasks(
+    benchmark: str | None = typer.Option(
+        None, "--benchmark", "-b", help="Only tasks of this benchmark: glue or elue."
+    ),
+    as_json: bool = JsonOption,
+) -> None:
+    """List the GLUE and ELUE tasks: labels, metrics, splits and data sources."""
+    from eebench.tasks.spec import all_tasks
+
+    if benchmark is not None and benchmark.lower() not in BENCHMARKS:
+        raise UsageError(f"unknown benchmark {benchmark!r}", hint="choose from: glue, elue")
+    specs = [s for s in all_tasks() if benchmark is None or s.benchmark == benchmark.lower()]
+    if as_json:
+        print_json([s.to_dict() for s in specs])
+        return
+
+    from rich.table import Table
+
+    table = Table(title=f"{len(specs)} tasks", title_justify="left")
+    for col in ("task", "bench", "title", "type", "labels", "metrics", "splits", "hub"):
+        table.add_column(col, overflow="fold")
+    for s in specs:
+        kind = "regression" if s.is_regression else f"{s.num_labels}-way"
+        labels = "score" if s.labels is None else " ".join(s.labels)
+        metrics = " ".join(f"[bold]{m}[/]" if m == s.main_metric else m for m in s.metrics)
+        splits = " ".join(f"{x}*" if x not in s.local else x for x in s.splits)
+        hub = "—" if s.hub is None else "/".join(p for p in (s.hub.path, s.hub.name) if p)
+        table.add_row(s.name, s.benchmark, s.title, kind, labels, metrics, splits, hub)
+    table_console().print(table)
+    err_console.print("[dim]bold: main metric; *: dev split carved from train (seeded, stratified)")

@@ -1,0 +1,36 @@
+"""Tasks: frozen specs (spec.py, catalog.py), loaders (local TSV or HF hub) and metrics.
+
+The specs import nothing heavy; loaders and metrics (numpy, scipy) are imported on first use, so
+the command line can list tasks without loading them.
+"""
+
+from __future__ import annotations
+
+from importlib import import_module
+
+from eebench.tasks.spec import (
+    TASKS,
+    DevFromTrain,
+    HubSource,
+    LocalFile,
+    TaskSpec,
+    all_tasks,
+    get_task,
+)
+
+_LAZY = {
+    "Examples": "eebench.tasks.loaders",
+    "load_split": "eebench.tasks.loaders",
+    "compute_metrics": "eebench.tasks.metrics",
+    "majority_baseline": "eebench.tasks.metrics",
+}
+
+__all__ = [
+    "TASKS", "DevFromTrain", "HubSource", "LocalFile", "TaskSpec", "all_tasks", "get_task", *_LAZY,
+]
+
+
+def __getattr__(name: str):
+    if name in _LAZY:
+        return getattr(import_module(_LAZY[name]), name)
+    raise AttributeError(f"module 'eebench.tasks' has no attribute {name!r}")

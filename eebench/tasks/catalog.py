@@ -1,7 +1,7 @@
 """The built-in GLUE and ELUE task specs.
 
-Local layouts follow the GLUE download script (`glue_data/<TASK>/`) and the ELUE releases. Row counts
-are the published split sizes; `eebench data check` compares the files on disk against them.
+Local layouts follow the GLUE download script (`glue_data/<TASK>/`) and the ELUE releases. Row
+counts are the published split sizes; `eebench data check` compares the files on disk against them.
 """
 
 from __future__ import annotations

@@ -1,0 +1,154 @@
+"""`eebench run`: the benchmark itself, for one method × task × seed or a whole config grid."""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Annotated
+
+import typer
+
+from eebench.cli import app
+from eebench.cli.common import DataDirOption, JsonOption, err_console, print_json, resolve_data_dir
+from eebench.errors import UsageError
+
+
+def parse_sweep(raw: str | None) -> list[float] | None:
+    if raw is None:
+        return None
+    try:
+        values = [float(v) for v in raw.split(",") if v.strip()]
+    except ValueError:
+        raise UsageError(f"--sweep {raw!r} is not a comma-separated list of numbers") from None
+    if not values:
+        raise UsageError("--sweep is empty")
+    return values
+
+
+@app.command("run", rich_help_panel="Benchmark")
+def run_command(
+    method: Annotated[str | None, typer.Option(
+        "--method", "-m", help="Early-exit method (see `eebench methods`); default: the config's.",
+        show_default=False)] = None,
+    task: Annotated[str | None, typer.Option(
+        "--task", "-t", help="Task (see `eebench tasks`); default: the config's.",
+        show_default=False)] = None,
+    model: Annotated[str | None, typer.Option(
+        "--model", help="Backbone: minilm-l6 (default), bert-base, a local directory or a hub id.",
+        show_default=False)] = None,
+    data_dir: Path | None = DataDirOption,
+    split: Annotated[str | None, typer.Option(
+        "--split", help="Split to evaluate: dev (default) or test (labels withheld).",
+        show_default=False)] = None,
+    seed: Annotated[list[int] | None, typer.Option(
+        "--seed", help="Seed (repeatable); default: the config's seeds, else 42.",
+        show_default=False)] = None,
+    config: Annotated[Path | None, typer.Option(
+        "--config", help="A TOML benchmark config (see docs/running.md).", show_default=False)
+    ] = None,
+    out: Annotated[Path | None, typer.Option("--out", help="Runs root directory [runs].",
+                                             show_default=False)] = None,
+    sweep: Annotated[str | None, typer.Option(
+        "--sweep", help="Sweep values, comma-separated (default: the method's grid).",
+        show_default=False)] = None,
+    setting: Annotated[list[str] | None, typer.Option(
+        "--setting", "-s", help="A method setting key=value (repeatable).", show_default=False)
+    ] = None,
+    max_train_samples: Annotated[int | None, typer.Option(
+        "--max-train-samples", help="Train on a seeded subset of N examples.", show_default=False)
+    ] = None,
+    epochs: Annotated[int | None, typer.Option("--epochs", show_default=False)] = None,
+    max_seq_length: Annotated[int | None, typer.Option("--max-seq-length", show_default=False)
+                              ] = None,
+    max_eval_samples: Annotated[int | None, typer.Option(
+        "--max-eval-samples", help="Evaluate on a seeded subset of N examples.",
+        show_default=False)] = None,
+    time_samples: Annotated[int | None, typer.Option(
+        "--time-samples", help="Samples timed and checked with real dynamic inference [200].",
+        show_default=False)] = None,
+    no_timing: Annotated[bool, typer.Option("--no-timing", help="Skip wall-time measurement.")
+                         ] = False,
+    overwrite: Annotated[bool, typer.Option("--overwrite", help="Redo a finished run.")] = False,
+    json_out: bool = JsonOption,
+) -> None:
+    """Benchmark a method: train or reuse a checkpoint, sweep exits in one pass, count FLOPs, time.
+
+    Writes runs/<model>/<method>/<task>/<config-hash>/ (config, env, points, per-sample
+    predictions, summary). Rerunning the same command resumes or returns the finished run.
+    """
+    from eebench.cli.train import parse_settings
+    from eebench.config import load_config
+
+    cfg = load_config(config)
+    methods = [method] if method else cfg.methods
+    tasks = [task] if task else cfg.tasks
+    if not methods or not tasks:
+        raise UsageError("say what to run: --method and --task, or a --config with methods "
+                         "and tasks")
+    train = dict(cfg.train)
+    for key, value in (("max_train_samples", max_train_samples), ("epochs", epochs)):
+        if value is not None:
+            train[key] = value
+    timing = cfg.timing.model_dump()
+    if time_samples is not None:
+        timing["samples"] = time_samples
+    if no_timing:
+        timing["enabled"] = False
+    settings = parse_settings(setting or [])
+    jobs = [(m, t, s) for m in methods for t in tasks for s in (seed or cfg.seeds)]
+    _run_jobs(jobs, cfg, model or cfg.model, split or cfg.split, settings, parse_sweep(sweep),
+              train, max_seq_length or cfg.max_seq_length, max_eval_samples or cfg.max_eval_samples,
+              timing, resolve_data_dir(data_dir or (Path(cfg.data_dir) if cfg.data_dir else None)),
+              out or Path(cfg.out), overwrite, json_out)
+
+
+def _run_jobs(jobs, cfg, model, split, settings, sweep, train, max_seq_length, max_eval_samples,
+              timing, data_dir, out, overwrite, json_out) -> None:
+    from eebench.cli.common import progress
+    from eebench.runner import RunOptions, execute, make_run_config
+
+    # Validate every job before any work: a typo in the last task should not wait for hours.
+    configs = [
+        make_run_config(m, t, model, split, s, {**cfg.methods_settings.get(m, {}), **settings},
+                        sweep if sweep is not None else cfg.sweeps.get(m), train, max_seq_length,
+                        max_eval_samples, cfg.flops_convention, timing)
+        for m, t, s in jobs
+    ]
+    summaries = []
+    with progress(transient=True) as bar:
+        opts = RunOptions(data_dir=data_dir, out=out, checkpoints=Path(cfg.checkpoints),
+                          overwrite=overwrite, eval_batch_size=cfg.eval_batch_size,
+                          console=err_console, progress=bar)
+        for rc in configs:
+            err_console.print(f"[bold]run[/] {rc.method} on {rc.task} (seed {rc.seed})")
+            run_dir = execute(rc, opts)
+            summaries.append(_report(run_dir, json_out))
+    if json_out:
+        print_json(summaries if len(summaries) > 1 else summaries[0])
+
+
+def _report(run_dir: Path, json_out: bool) -> dict:
+    from rich.table import Table
+
+    from eebench import results as R
+
+    points = R.read_points(run_dir / R.POINTS_FILE)
+    summary = R.RunSummary.model_validate_json((run_dir / R.SUMMARY_FILE).read_text())
+    if not json_out:
+        t = Table(title=f"{summary.method} · {summary.task} · {summary.split} · seed "
+                        f"{summary.seed}  ({run_dir})")
+        for col in ("sweep", "main", "avg layer", "MFLOPs", "speed-up", "bs=1 p50 ms",
+                    "disagree"):
+            t.add_column(col, justify="right")
+        for p in points:
+            bs1 = next((x for x in p.timings if x.mode == "dynamic" and x.batch_size == 1), None)
+            t.add_row(
+                f"{p.sweep_param}={p.sweep_value:g}",
+                "-" if p.main is None else f"{p.main:.2f}",
+                f"{p.avg_exit_layer:.2f}", f"{p.mean_mflops:.1f}", f"{p.speedup:.2f}x",
+                "-" if bs1 is None else f"{bs1.latency_ms.get('p50', float('nan')):.2f}",
+                "-" if p.disagreements is None
+                else f"{p.disagreements} ({p.disagreements_near_threshold} near)",
+            )
+        err_console.print(t)
+    return {"run_dir": str(run_dir), "summary": summary.model_dump(mode="json"),
+            "points": [p.model_dump(mode="json", exclude={"timings"}) for p in points]}

@@ -1,0 +1,181 @@
+"""`eebench run`: train (or reuse), one full pass, every sweep point, FLOPs, params, timing, disk.
+
+The run directory is keyed by the hash of its RunConfig. Everything in it is written atomically and
+`summary.json` last, so a directory with a summary is complete; rerunning the same command returns
+it at once, and an interrupted run resumes (training from its last checkpoint, evaluation anew).
+"""
+
+from __future__ import annotations
+
+import shutil
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+
+from eebench import results as R
+from eebench.errors import UsageError
+from eebench.methods.base import EarlyExitMethod, get_method
+from eebench.tasks.spec import TaskSpec, get_task
+
+
+@dataclass
+class RunOptions:
+    """What does not change the results: where things go and how they are shown."""
+
+    data_dir: Path | None = None
+    out: Path = Path("runs")
+    checkpoints: Path = Path("checkpoints")
+    overwrite: bool = False
+    eval_batch_size: int = 64
+    console: Any = None
+    progress: Any = None  # a rich Progress, or None
+    timing: dict[str, Any] = field(default_factory=dict)
+
+
+def make_run_config(method: str, task: str, model: str, split: str, seed: int,
+                    method_settings: dict[str, Any], sweep: list[float] | None,
+                    train: dict[str, Any], max_seq_length: int, max_eval_samples: int | None,
+                    flops_convention: str, timing: dict[str, Any]) -> R.RunConfig:
+    """Validate names and settings and fill in the method's default sweep."""
+    spec = get_task(task)
+    m = get_method(method, **method_settings)
+    m.check_task(spec)
+    if split not in spec.splits:
+        raise UsageError(f"task {spec.name!r} has no split {split!r}",
+                         hint=f"its splits are: {', '.join(spec.splits)}")
+    if sweep is None:
+        sweep = m.default_sweep(backbone_layers(model), spec.is_regression, spec.num_labels)
+    if m.static:
+        bad = [v for v in sweep if v != int(v) or v < 1]
+        if bad:
+            raise UsageError(f"static sweeps over layer counts k >= 1, got {bad[0]}")
+    from eebench.measure.flops import CONVENTIONS
+    from eebench.train import TrainConfig
+
+    train = {**train, "seed": seed, "max_seq_length": max_seq_length}
+    try:
+        TrainConfig(**train).validate()
+    except TypeError as e:
+        raise UsageError(f"unknown training setting: {e}",
+                         hint="see the fields of eebench.train.TrainConfig") from None
+
+    if flops_convention not in CONVENTIONS:
+        raise UsageError(f"unknown FLOPs convention {flops_convention!r}",
+                         hint=f"choose from: {', '.join(CONVENTIONS)}")
+    return R.RunConfig(
+        model=model, method=m.name, method_settings=m.settings, task=spec.name, split=split,
+        seed=seed, sweep=[float(v) for v in sweep], train=train,
+        max_seq_length=max_seq_length, max_eval_samples=max_eval_samples,
+        flops_convention=flops_convention, timing=timing,
+    )
+
+
+def backbone_layers(model: str) -> int:
+    from transformers import AutoConfig
+
+    from eebench.models.backbones import from_pretrained
+
+    return int(from_pretrained(AutoConfig.from_pretrained, model).num_hidden_layers)
+
+
+def run_dir_for(cfg: R.RunConfig, out: Path) -> Path:
+    from eebench.checkpoint import model_slug
+
+    return Path(out) / model_slug(cfg.model) / cfg.method / cfg.task / cfg.key()
+
+
+def execute(cfg: R.RunConfig, opts: RunOptions) -> Path:
+    """Run one configuration; returns its run directory."""
+    run_dir = run_dir_for(cfg, opts.out)
+    if opts.overwrite and run_dir.exists():
+        shutil.rmtree(run_dir)
+    if (run_dir / R.SUMMARY_FILE).exists():
+        _say(opts, f"already done: {run_dir}")
+        return run_dir
+    from eebench.measure.env import environment
+
+    spec = get_task(cfg.task)
+    R.write_json(run_dir / R.CONFIG_FILE, cfg)
+    R.write_json(run_dir / R.ENV_FILE, environment())
+
+    from eebench.tasks.loaders import load_split
+
+    train_ex = load_split(spec, "train", opts.data_dir)
+    dev_ex = load_split(spec, "dev", opts.data_dir)
+    eval_ex = dev_ex if cfg.split == "dev" else load_split(spec, cfg.split, opts.data_dir)
+    if cfg.max_eval_samples is not None and cfg.max_eval_samples < len(eval_ex):
+        eval_ex = eval_ex.take(cfg.max_eval_samples, cfg.seed)
+
+    method = get_method(cfg.method, **cfg.method_settings)
+    full_layers = backbone_layers(cfg.model)
+    if method.static:  # one fine-tuned model per k
+        variants = [(get_method(cfg.method, **{**cfg.method_settings, "layers": int(k)}), [k])
+                    for k in cfg.sweep]
+    else:
+        variants = [(method, cfg.sweep)]
+
+    from eebench.evaluate_run import evaluate_variant
+
+    points: list[R.OperatingPoint] = []
+    arrays: dict[str, list[np.ndarray]] = {"exit_layer": [], "prediction": []}
+    extra: dict[str, np.ndarray] = {}
+    checkpoints = []
+    for variant, values in variants:
+        ckpt_dir = _train(cfg, variant, spec, train_ex, dev_ex, opts)
+        checkpoints.append(str(ckpt_dir))
+        pts, arr, logits = evaluate_variant(cfg, variant, spec, ckpt_dir, eval_ex, values,
+                                            full_layers, opts)
+        points += pts
+        for k in arrays:
+            arrays[k].append(arr[k])
+        key = "exit_logits" if not method.static else f"exit_logits_k{int(values[0])}"
+        extra[key] = logits
+        if arr.get("labels") is not None:
+            extra["labels"] = arr["labels"]
+        extra["lengths"] = arr["lengths"]
+
+    _write_predictions(run_dir, arrays, extra)
+    R.write_points(run_dir / R.POINTS_FILE, points)
+    summary = _summary(cfg, run_dir, points, len(eval_ex), checkpoints)
+    R.write_json(run_dir / R.SUMMARY_FILE, summary)
+    return run_dir
+
+
+def _train(cfg: R.RunConfig, method: EarlyExitMethod, spec: TaskSpec, train_ex, dev_ex,
+           opts: RunOptions) -> Path:
+    from eebench.train import TrainConfig, train
+
+    tc = TrainConfig(**cfg.train)
+    return train(method, spec, cfg.model, train_ex, dev_ex, tc, opts.checkpoints, opts.console)
+
+
+def _write_predictions(run_dir: Path, arrays: dict[str, list[np.ndarray]],
+                       extra: dict[str, np.ndarray]) -> None:
+    from safetensors.numpy import save_file
+
+    tensors = {k: np.ascontiguousarray(np.concatenate(v)) for k, v in arrays.items()}
+    tensors.update({k: np.ascontiguousarray(v) for k, v in extra.items()})
+    tmp = run_dir / f".{R.PREDICTIONS_FILE}.tmp"
+    save_file(tensors, str(tmp))
+    tmp.replace(run_dir / R.PREDICTIONS_FILE)
+
+
+def _summary(cfg: R.RunConfig, run_dir: Path, points: list[R.OperatingPoint], n: int,
+             checkpoints: list[str]) -> R.RunSummary:
+    full = max(points, key=lambda p: (p.avg_exit_layer, p.mean_flops))
+    mains = [p.main for p in points if p.main is not None]
+    return R.RunSummary(
+        model=cfg.model, method=cfg.method, task=cfg.task, split=cfg.split, seed=cfg.seed,
+        config_hash=run_dir.name, n_samples=n, num_points=len(points),
+        full_model={"sweep_value": full.sweep_value, "main": full.main,
+                    "mean_mflops": full.mean_mflops, "avg_exit_layer": full.avg_exit_layer},
+        best_main=max(mains) if mains else None,
+        checkpoints=checkpoints,
+    )
+
+
+def _say(opts: RunOptions, msg: str) -> None:
+    if opts.console is not None:
+        opts.console.print(msg)

@@ -1,0 +1,92 @@
+"""The command line's basics: fast --help without heavy imports, python -m, tasks, exit codes."""
+
+from __future__ import annotations
+
+import json
+import resource
+import statistics
+import subprocess
+import sys
+import time
+
+from typer.testing import CliRunner
+
+from eebench import __version__
+from eebench.cli import app
+
+HEAVY = ("torch", "transformers", "datasets", "matplotlib")
+runner = CliRunner()
+
+
+def test_help_is_fast_in_a_fresh_process():
+    """Median of 3 runs under 1 s. The bound is on the process's own CPU time (user + sys): on
+    shared cores the wall time also measures whatever else is running (it is in the message)."""
+    cpu, wall = [], []
+    for _ in range(3):
+        before, start = resource.getrusage(resource.RUSAGE_CHILDREN), time.perf_counter()
+        proc = subprocess.run([sys.executable, "-m", "eebench", "--help"],
+                              capture_output=True, text=True, timeout=60)
+        after = resource.getrusage(resource.RUSAGE_CHILDREN)
+        wall.append(time.perf_counter() - start)
+        cpu.append(after.ru_utime - before.ru_utime + after.ru_stime - before.ru_stime)
+        assert proc.returncode == 0 and "Usage" in proc.stdout
+    assert statistics.median(cpu) < 1.0, f"cpu {cpu}, wall {wall}"
+
+
+def test_help_and_task_listing_never_import_heavy_libraries():
+    code = (
+        "import sys, json\n"
+        "from typer.testing import CliRunner\n"
+        "from eebench.cli import app\n"
+        "r = CliRunner()\n"
+        "codes = [r.invoke(app, a).exit_code for a in (['--help'], ['data', '--help'],\n"
+        "         ['data', 'check', '--help'], ['tasks', '--json'])]\n"
+        f"print(json.dumps([codes, [m for m in {HEAVY!r} if m in sys.modules]]))\n"
+    )
+    proc = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=60)
+    assert proc.returncode == 0, proc.stderr
+    codes, heavy = json.loads(proc.stdout.strip().splitlines()[-1])
+    assert codes == [0, 0, 0, 0]
+    assert heavy == []
+
+
+def test_python_dash_m_and_version():
+    proc = subprocess.run([sys.executable, "-m", "eebench", "--version"],
+                          capture_output=True, text=True, timeout=60)
+    assert proc.returncode == 0 and proc.stdout.strip() == f"eebench {__version__}"
+
+
+def test_help_lists_the_data_commands():
+    result = runner.invoke(app, ["--help"])
+    assert result.exit_code == 0
+    assert "tasks" in result.stdout and "data" in result.stdout
+    sub = runner.invoke(app, ["data", "--help"])
+    assert "check" in sub.stdout and "show" in sub.stdout
+
+
+def test_unknown_command_and_option_exit_2():
+    assert runner.invoke(app, ["nonsense"]).exit_code == 2
+    assert runner.invoke(app, ["tasks", "--nonsense"]).exit_code == 2
+
+
+def test_tasks_json_is_every_spec_to_dict():
+    from eebench.tasks.spec import all_tasks
+
+    result = runner.invoke(app, ["tasks", "--json"])
+    assert result.exit_code == 0
+    data = json.loads(result.stdout)
+    assert data == [s.to_dict() for s in all_tasks()] and len(data) == 15
+    elue = json.loads(runner.invoke(app, ["tasks", "--json", "--benchmark", "elue"]).stdout)
+    assert [d["name"] for d in elue] == ["elue-sst2", "elue-imdb", "elue-mrpc", "elue-stsb",
+                                         "elue-snli", "elue-scitail"]
+
+
+def test_tasks_table_goes_to_stderr():
+    result = runner.invoke(app, ["tasks"])
+    assert result.exit_code == 0 and result.stdout == ""
+    for name in ("cola", "elue-scitail", "stanfordnlp/imdb", "pearson_and_spearman",
+                 "dev*", "15 tasks"):
+        assert name in result.stderr
+    bad = runner.invoke(app, ["tasks", "--benchmark", "superglue"])
+    assert bad.exit_code == 2 and bad.stderr.strip() == (
+        "error: unknown benchmark 'superglue' (hint: choose from: glue, elue)")

@@ -1,0 +1,185 @@
+"""One-pass exit simulation against real dynamic inference, and against the papers' loops."""
+
+from __future__ import annotations
+
+import math
+
+import numpy as np
+import pytest
+import torch
+
+from eebench.batching import collate, encode, eval_batches
+from eebench.evaluate import (
+    collect_exit_logits,
+    compare,
+    dynamic_batch,
+    dynamic_inference,
+    simulate,
+)
+from eebench.methods.base import METHODS, get_method
+from eebench.tasks.loaders import load_split
+from tests import tiny
+
+DYNAMIC = [name for name in METHODS.names() if not get_method(name).static]
+
+
+@pytest.fixture(scope="module")
+def rte_dev(data_dir):
+    return load_split("rte", "dev", data_dir).take(24, seed=0)
+
+
+def _encoded(examples, max_len=64):
+    return encode(examples, tiny.tokenizer(), max_len)
+
+
+def _confident(model, backbone_std: float | None = None):
+    """Untrained exit heads give near-uniform, sample-independent outputs. Larger weights (and, for
+    a random backbone, weights that mix tokens strongly) make every rule exit at a mix of layers,
+    which is what the comparison needs."""
+    with torch.no_grad():
+        if backbone_std is not None:
+            for p in model.parameters():
+                if p.dim() == 2:
+                    p.normal_(0, backbone_std)
+        for p in model.heads.parameters():
+            p.mul_(30)
+    return model
+
+
+def _sweep(method, logits: torch.Tensor) -> list[float]:
+    """The method's own grid plus values placed among the observed exit quantities, so that
+    every test sees a mix of early and late exits (random heads are not confident)."""
+    values = list(method.default_sweep(logits.shape[0], False, logits.shape[-1]))
+    if method.sweep_param == "threshold":
+        p = logits.softmax(-1)
+        ent = -(p * p.clamp_min(1e-12).log()).sum(-1)
+        values += [float(q) for q in torch.quantile(ent.flatten(), torch.tensor([.2, .5, .8]))]
+    return values
+
+
+@pytest.mark.parametrize("name", DYNAMIC)
+def test_simulation_equals_real_dynamic_inference_tiny(name, rte_dev):
+    method = get_method(name)
+    model = _confident(tiny.tiny_model(method, seed=3).eval(), backbone_std=0.3)
+    enc = _encoded(rte_dev)
+    out = collect_exit_logits(model, eval_batches(enc, 8, sort_by_length=True))
+    mixed = False
+    for value in _sweep(method, out.logits):
+        rule = method.exit_rule(value, False)
+        sim = simulate(rule, out.logits, False)
+        mixed |= len(set(sim.exit_index.tolist())) > 1
+        for bs in (1, 5):
+            batches = (collate(enc, list(range(i, min(i + bs, len(enc)))))
+                       for i in range(0, len(enc), bs))
+            real = dynamic_inference(model, method.exit_rule(value, False), batches, len(enc),
+                                     False)
+            agree = compare(sim, real)
+            assert agree.unexplained == 0, (value, bs, agree)
+    assert mixed, "the sweep never produced a mix of exit layers"
+
+
+def test_collect_exit_logits_restores_order_and_matches_single_samples(rte_dev):
+    model = tiny.tiny_model("pabee", seed=1).eval()
+    enc = _encoded(rte_dev)
+    out = collect_exit_logits(model, eval_batches(enc, 7, sort_by_length=True))
+    assert out.logits.shape == (model.num_exits, len(enc), 2)
+    assert out.lengths.tolist() == enc.lengths
+    assert out.labels.tolist() == rte_dev.labels
+    for i in (0, 5, 23):
+        b = collate(enc, [i])
+        with torch.inference_mode():
+            alone = model(b["input_ids"], b["attention_mask"], b.get("token_type_ids"))
+        torch.testing.assert_close(out.logits[:, i], alone[:, 0], atol=1e-5, rtol=1e-4)
+
+
+def _deebert_loop(logits: torch.Tensor, threshold: float) -> list[int]:
+    """DeeBERT's evaluation, one sample at a time: the first off-ramp whose entropy < threshold."""
+    exits = []
+    for i in range(logits.shape[1]):
+        chosen = logits.shape[0] - 1
+        for j in range(logits.shape[0]):
+            p = logits[j, i].softmax(-1).tolist()
+            entropy = -sum(x * math.log(x) for x in p if x > 0)
+            if entropy < threshold:
+                chosen = j
+                break
+        exits.append(chosen)
+    return exits
+
+
+def _pabee_loop(logits: torch.Tensor, patience: int) -> list[int]:
+    """PABEE's evaluation, one sample at a time, as in the authors' code."""
+    exits = []
+    for i in range(logits.shape[1]):
+        counter, prev, chosen = 0, None, logits.shape[0] - 1
+        for j in range(logits.shape[0]):
+            pred = int(logits[j, i].argmax())
+            counter = counter + 1 if prev is not None and pred == prev else 0
+            prev = pred
+            if counter == patience:
+                chosen = j
+                break
+        exits.append(chosen)
+    return exits
+
+
+def test_simulation_matches_the_papers_loops():
+    g = torch.Generator().manual_seed(0)
+    logits = torch.randn(6, 300, 3, generator=g) * 2
+    deebert, pabee = get_method("deebert"), get_method("pabee")
+    for t in (0.0, 0.3, 0.6, 0.9, 1.2):
+        sim = simulate(deebert.exit_rule(t, False), logits, False)
+        assert sim.exit_index.tolist() == _deebert_loop(logits, t)
+        expect = logits[torch.as_tensor(sim.exit_index), torch.arange(300)].argmax(-1)
+        assert sim.prediction.tolist() == expect.tolist()
+    for p in range(1, 7):
+        sim = simulate(pabee.exit_rule(p, False), logits, False)
+        assert sim.exit_index.tolist() == _pabee_loop(logits, p)
+
+
+def test_batch_shrinking_cuts_padding_without_changing_results(rte_dev):
+    method = get_method("pabee")
+    model = tiny.tiny_model(method, seed=2).eval()
+    enc = _encoded(rte_dev)
+    order = sorted(range(len(enc)), key=lambda i: enc.lengths[i])  # short ones exit, long stay
+    batch = collate(enc, order)
+    rule = method.exit_rule(1, False)
+    e_batched, p_batched = dynamic_batch(model, rule, batch, False)
+    for row, i in enumerate(order):
+        e1, p1 = dynamic_batch(model, method.exit_rule(1, False), collate(enc, [i]), False)
+        assert (int(e1[0]), int(p1[0])) == (int(e_batched[row]), int(p_batched[row]))
+
+
+def test_full_mode_runs_only_the_last_exit(rte_dev):
+    model = tiny.tiny_model("deebert", seed=4).eval()
+    enc = _encoded(rte_dev)
+    batch = collate(enc, list(range(len(enc))))
+    exits, preds = dynamic_batch(model, get_method("deebert").exit_rule(10.0, False), batch,
+                                 False, full=True)
+    assert exits.tolist() == [model.num_exits - 1] * len(enc)
+    with torch.inference_mode():
+        last = model(batch["input_ids"], batch["attention_mask"],
+                     batch.get("token_type_ids"))[-1].argmax(-1)
+    assert preds.long().tolist() == last.tolist()
+
+
+@pytest.mark.parametrize("name", DYNAMIC)
+def test_simulation_equals_real_inference_on_minilm(name, data_dir):
+    """The real pretrained MiniLM-L6 backbone (exit heads untrained) on real SST-2 sentences."""
+    from eebench.models.multi_exit import build_model
+
+    method = get_method(name)
+    torch.manual_seed(0)
+    model = _confident(build_model("minilm-l6", method, 2).eval())
+    examples = load_split("sst2", "dev", data_dir).take(32, seed=1)
+    enc = encode(examples, tiny.tokenizer(), 64)
+    out = collect_exit_logits(model, eval_batches(enc, 16, sort_by_length=True))
+    for value in _sweep(method, out.logits):
+        sim = simulate(method.exit_rule(value, False), out.logits, False)
+        for bs in (1, 8):
+            batches = (collate(enc, list(range(i, min(i + bs, len(enc)))))
+                       for i in range(0, len(enc), bs))
+            real = dynamic_inference(model, method.exit_rule(value, False), batches, len(enc),
+                                     False)
+            assert compare(sim, real).unexplained == 0
+    np.testing.assert_array_equal(out.lengths, enc.lengths)
