@@ -5,12 +5,10 @@ once per k for static).
 
 from __future__ import annotations
 
-import time
 from pathlib import Path
 from typing import Any
 
 import numpy as np
-import torch
 
 from eebench import results as R
 from eebench.evaluate import (
@@ -69,7 +67,7 @@ def evaluate_variant(cfg: R.RunConfig, method: EarlyExitMethod, spec: TaskSpec, 
             flops_convention=cfg.flops_convention, mean_flops=float(flops.mean()),
             mean_mflops=float(flops.mean()) / 1e6, speedup=full_layers / avg,
             layer_saving=1 - avg / full_layers, params_total=params.total,
-            params_mean_used=float(np.asarray(params.per_exit)[dec.exit_index].mean()),
+            params_mean_used=float(params.mean_used(dec.exit_index)),
             timings=timings + baseline, disagreements=agreement.disagreements,
             disagreements_near_threshold=agreement.near_threshold,
         ))
@@ -109,53 +107,34 @@ def _batches(enc, subset: np.ndarray, bs: int) -> list[dict]:
     return [collate(enc, subset[i:i + bs].tolist()) for i in range(0, len(subset), bs)]
 
 
-def _clock(device: torch.device):
-    """A timer: CUDA events with synchronisation on GPU, perf_counter on CPU; returns ms."""
-    if device.type == "cuda":
-        def run(fn):
-            start, end = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
-            torch.cuda.synchronize()
-            start.record()
-            fn()
-            end.record()
-            torch.cuda.synchronize()
-            return start.elapsed_time(end)
-    else:
-        def run(fn):
-            t0 = time.perf_counter()
-            fn()
-            return (time.perf_counter() - t0) * 1e3
-    return run
-
-
-def _device_name(device: torch.device) -> str:
-    if device.type == "cuda":
-        return f"cuda: {torch.cuda.get_device_name(device)}"
-    return f"cpu ({torch.get_num_threads()} threads)"
-
-
 def _time(model, rule, enc, subset, timing: dict, spec: TaskSpec, full: bool) -> list[R.Timing]:
-    from eebench.measure.timing import summarize
+    """Wall time of real inference over the timing subset, per batch size (raw values kept)."""
+    from eebench.measure.timing import (
+        Stopwatch,
+        device_description,
+        peak_memory_mb,
+        reset_peak_memory,
+    )
 
     device = next(model.parameters()).device
-    clock = _clock(device)
     out = []
     for bs in timing.get("batch_sizes", [1, 32]):
         batches = [{k: v.to(device) for k, v in b.items()} for b in _batches(enc, subset, bs)]
         for b in batches[: int(timing.get("warmup", 5))]:
             dynamic_batch(model, rule, b, spec.is_regression, full=full)
-        if device.type == "cuda":
-            torch.cuda.reset_peak_memory_stats(device)
-        raw = []
-        for _ in range(int(timing.get("repeats", 1))):
-            raw += [clock(lambda b=b: dynamic_batch(model, rule, b, spec.is_regression, full=full))
-                    for b in batches]
-        stats = summarize(raw)
-        total_s = sum(raw) / 1e3 / int(timing.get("repeats", 1))
+        reset_peak_memory(device)
+        watch = Stopwatch(device)
+        repeats = int(timing.get("repeats", 1))
+        for _ in range(repeats):
+            for b in batches:
+                with watch.time():
+                    dynamic_batch(model, rule, b, spec.is_regression, full=full)
+        total_s = sum(watch.raw_ms) / 1e3 / repeats
         out.append(R.Timing(
-            device=_device_name(device), batch_size=bs, mode="full" if full else "dynamic",
-            latency_ms=stats, throughput=len(subset) / total_s if total_s > 0 else None,
-            peak_memory_mb=_peak_memory_mb(device), raw_ms=[round(x, 4) for x in raw],
+            device=device_description(device), batch_size=bs,
+            mode="full" if full else "dynamic", latency_ms=watch.summary(),
+            throughput=len(subset) / total_s if total_s > 0 else None,
+            peak_memory_mb=peak_memory_mb(device), raw_ms=[round(x, 4) for x in watch.raw_ms],
         ))
     return out
 
@@ -166,12 +145,6 @@ def _time_dynamic(model, rule, enc, subset, timing, spec):
 
 def _time_full(model, enc, subset, timing, spec):
     return _time(model, NeverExit(), enc, subset, timing, spec, full=True)
-
-
-def _peak_memory_mb(device: torch.device) -> float | None:
-    from eebench.measure.timing import peak_memory_mb
-
-    return peak_memory_mb(device)
 
 
 def _progress_task(opts, description: str, total: int) -> Any:

@@ -4,15 +4,16 @@ from __future__ import annotations
 
 import json
 import os
+import sys
 from pathlib import Path
 from typing import Any
 
 import typer
 from rich.console import Console
 
-# Progress and tables go to stderr; --json output goes to stdout alone.
-err_console = Console(stderr=True)
-out_console = Console()
+# Progress and tables go to stderr; --json output goes to stdout alone. Tables wrap to fit a
+# terminal, and stay unwrapped (160 columns) in a log or CI file.
+err_console = Console(stderr=True, width=None if sys.stderr.isatty() else 160)
 
 DATA_DIR_ENV = "EEBENCH_DATA_DIR"
 

@@ -14,7 +14,7 @@ import typer
 from eebench.cli import app, make_app
 from eebench.cli.common import DataDirOption, JsonOption, err_console, print_json, progress
 from eebench.cli.common import resolve_data_dir as _resolve
-from eebench.cli.info import PANEL, table_console
+from eebench.cli.info import PANEL
 from eebench.errors import DataError, UsageError
 
 if TYPE_CHECKING:
@@ -113,7 +113,7 @@ def _print_table(records: list[dict], data_dir: Path) -> None:
                       "—" if r["expected"] is None else f"{r['expected']:,}",
                       "—" if r["status"] == "missing" else escape(_fmt_labels(r["labels"])),
                       status)
-    table_console().print(table)
+    err_console.print(table)
 
 
 @data_app.command("check")
@@ -212,4 +212,4 @@ def show(
     for r in rows:
         cells = [r["id"], *r["text"], "—" if r["label"] is None else str(r["label"])]
         table.add_row(*(Text(c) for c in cells))  # data, not markup: "[laughs]" stays as is
-    table_console().print(table)
+    err_console.print(table)

@@ -12,15 +12,6 @@ PANEL = "Tasks and data"
 BENCHMARKS = ("glue", "elue")
 
 
-def table_console():
-    """Where tables go: stderr, wrapped to fit in a terminal, unwrapped in a log or CI file."""
-    if err_console.is_terminal:
-        return err_console
-    from rich.console import Console
-
-    return Console(stderr=True, width=160)
-
-
 @app.command("tasks", rich_help_panel=PANEL)
 def tasks(
     benchmark: str | None = typer.Option(
@@ -50,5 +41,5 @@ def tasks(
         splits = " ".join(f"{x}*" if x not in s.local else x for x in s.splits)
         hub = "—" if s.hub is None else "/".join(p for p in (s.hub.path, s.hub.name) if p)
         table.add_row(s.name, s.benchmark, s.title, kind, labels, metrics, splits, hub)
-    table_console().print(table)
+    err_console.print(table)
     err_console.print("[dim]bold: main metric; *: dev split carved from train (seeded, stratified)")

@@ -47,6 +47,9 @@ def run_command(
     ] = None,
     out: Annotated[Path | None, typer.Option("--out", help="Runs root directory [runs].",
                                              show_default=False)] = None,
+    checkpoints: Annotated[Path | None, typer.Option(
+        "--checkpoints", help="Checkpoint root directory [checkpoints].", show_default=False)
+    ] = None,
     sweep: Annotated[str | None, typer.Option(
         "--sweep", help="Sweep values, comma-separated (default: the method's grid).",
         show_default=False)] = None,
@@ -98,11 +101,11 @@ def run_command(
     _run_jobs(jobs, cfg, model or cfg.model, split or cfg.split, settings, parse_sweep(sweep),
               train, max_seq_length or cfg.max_seq_length, max_eval_samples or cfg.max_eval_samples,
               timing, resolve_data_dir(data_dir or (Path(cfg.data_dir) if cfg.data_dir else None)),
-              out or Path(cfg.out), overwrite, json_out)
+              out or Path(cfg.out), checkpoints or Path(cfg.checkpoints), overwrite, json_out)
 
 
 def _run_jobs(jobs, cfg, model, split, settings, sweep, train, max_seq_length, max_eval_samples,
-              timing, data_dir, out, overwrite, json_out) -> None:
+              timing, data_dir, out, checkpoints, overwrite, json_out) -> None:
     from eebench.cli.common import progress
     from eebench.runner import RunOptions, execute, make_run_config
 
@@ -115,7 +118,7 @@ def _run_jobs(jobs, cfg, model, split, settings, sweep, train, max_seq_length, m
     ]
     summaries = []
     with progress(transient=True) as bar:
-        opts = RunOptions(data_dir=data_dir, out=out, checkpoints=Path(cfg.checkpoints),
+        opts = RunOptions(data_dir=data_dir, out=out, checkpoints=checkpoints,
                           overwrite=overwrite, eval_batch_size=cfg.eval_batch_size,
                           console=err_console, progress=bar)
         for rc in configs:

@@ -1,1 +1,168 @@
-"""CLI commands (being written)."""
+"""`eebench train`: fine-tune one method on one task and write a resumable checkpoint.
+
+The checkpoint lands in `<out>/<model>/<method>/<task>/<config-hash>/`. Rerunning the same
+command resumes an interrupted run, or returns at once when it has finished.
+"""
+
+from __future__ import annotations
+
+import json
+import time
+from pathlib import Path
+from typing import Annotated, Any
+
+import typer
+
+from eebench.cli import app
+from eebench.cli.common import DataDirOption, JsonOption, err_console, print_json, resolve_data_dir
+from eebench.errors import UsageError
+from eebench.train import STAGE_FIELDS, TrainConfig
+
+D = TrainConfig()  # the defaults shown in --help
+
+
+def parse_value(raw: str) -> Any:
+    """A setting's value: a JSON literal (number, true/false, null) where it parses, else text."""
+    try:
+        return json.loads(raw)
+    except ValueError:
+        return raw
+
+
+def parse_settings(items: list[str]) -> dict[str, Any]:
+    settings: dict[str, Any] = {}
+    for item in items:
+        key, sep, value = item.partition("=")
+        if not sep or not key.strip():
+            raise UsageError(f"--setting {item!r} is not key=value", hint="e.g. --setting a=1")
+        settings[key.strip()] = parse_value(value.strip())
+    return settings
+
+
+def parse_stage_overrides(items: list[str]) -> dict[str, dict[str, Any]]:
+    """`--stage NAME.FIELD=VALUE` items -> {NAME: {FIELD: VALUE}}."""
+    out: dict[str, dict[str, Any]] = {}
+    for item in items:
+        target, sep, value = item.partition("=")
+        name, dot, fieldname = target.rpartition(".")
+        if not sep or not dot or not name or fieldname not in STAGE_FIELDS:
+            raise UsageError(f"--stage {item!r} is not STAGE.FIELD=VALUE",
+                             hint=f"FIELD is one of: {', '.join(STAGE_FIELDS)}")
+        number = parse_value(value.strip())
+        if isinstance(number, bool) or not isinstance(number, int | float):
+            raise UsageError(f"--stage {item!r}: the value must be a number")
+        out.setdefault(name, {})[fieldname] = number
+    return out
+
+
+@app.command("train", rich_help_panel="Benchmark")
+def train_command(
+    method: Annotated[str, typer.Option("--method", "-m", help="Early-exit method (see "
+                                        "`eebench methods`).", show_default=False)],
+    task: Annotated[str, typer.Option("--task", "-t", help="Task name (see `eebench tasks`).",
+                                      show_default=False)],
+    model: Annotated[str, typer.Option(
+        "--model", help="Backbone: minilm-l6, bert-base, a local model directory or a hub id.",
+    )] = "minilm-l6",
+    data_dir: Path | None = DataDirOption,
+    max_train_samples: Annotated[int | None, typer.Option(
+        "--max-train-samples", help="Train on a seeded random subset of N examples.",
+        show_default=False)] = None,
+    epochs: Annotated[int, typer.Option("--epochs", help="Epochs per stage.")] = D.epochs,
+    batch_size: Annotated[int, typer.Option("--batch-size")] = D.batch_size,
+    lr: Annotated[float, typer.Option("--lr", help="Peak learning rate.")] = D.lr,
+    heads_lr: Annotated[float | None, typer.Option(
+        "--heads-lr", help="Learning rate of a stage that trains exit heads alone on a frozen "
+        "backbone (DeeBERT's second stage).")] = D.heads_lr,
+    warmup_ratio: Annotated[float, typer.Option("--warmup-ratio")] = D.warmup_ratio,
+    weight_decay: Annotated[float, typer.Option("--weight-decay")] = D.weight_decay,
+    max_seq_length: Annotated[int, typer.Option("--max-seq-length")] = D.max_seq_length,
+    seed: Annotated[int, typer.Option("--seed")] = D.seed,
+    layers: Annotated[int | None, typer.Option(
+        "--layers", help="static: keep the first K layers (same as --setting layers=K).",
+        show_default=False)] = None,
+    setting: Annotated[list[str] | None, typer.Option(
+        "--setting", "-s", help="A method setting key=value (repeatable).",
+        show_default=False)] = None,
+    stage: Annotated[list[str] | None, typer.Option(
+        "--stage", help=f"A per-stage override STAGE.FIELD=VALUE, FIELD one of "
+        f"{', '.join(STAGE_FIELDS)} (repeatable).", show_default=False)] = None,
+    eval_every: Annotated[int, typer.Option(
+        "--eval-every", help="Dev evaluation every N steps (0: at each epoch end).")
+    ] = D.eval_every,
+    save_every: Annotated[int, typer.Option(
+        "--save-every", help="Checkpoint every N steps (and at each epoch end).")
+    ] = D.save_every,
+    out: Annotated[Path, typer.Option("--out", help="Checkpoint root directory.")
+                   ] = Path("checkpoints"),
+    overwrite: Annotated[bool, typer.Option(
+        "--overwrite", help="Delete an existing checkpoint of this configuration first.")
+    ] = False,
+    json_out: bool = JsonOption,
+) -> None:
+    """Fine-tune an early-exit method on a task; rerun the same command to resume."""
+    from eebench.methods.base import get_method
+    from eebench.tasks.spec import get_task
+
+    settings = parse_settings(setting or [])
+    if layers is not None:
+        settings["layers"] = layers
+    cfg = TrainConfig(
+        epochs=epochs, batch_size=batch_size, lr=lr, heads_lr=heads_lr,
+        warmup_ratio=warmup_ratio, weight_decay=weight_decay, max_seq_length=max_seq_length,
+        max_train_samples=max_train_samples, seed=seed, eval_every=eval_every,
+        save_every=save_every, stage_overrides=parse_stage_overrides(stage or []),
+    )
+    cfg.validate()  # before any data or model is loaded
+    spec = get_task(task)
+    m = get_method(method, **settings)
+    m.check_task(spec)
+    _run(m, spec, model, resolve_data_dir(data_dir), cfg, out, overwrite, json_out)
+
+
+def _run(method, spec, model: str, data_dir: Path | None, cfg: TrainConfig, out: Path,
+         overwrite: bool, json_out: bool) -> None:
+    from eebench.checkpoint import read_state
+    from eebench.tasks.loaders import load_split
+    from eebench.train import train
+
+    train_examples = load_split(spec, "train", data_dir)
+    dev_examples = load_split(spec, "dev", data_dir)
+    err_console.print(f"[bold]{method.name}[/] on [bold]{spec.title}[/]: "
+                      f"{min(len(train_examples), cfg.max_train_samples or len(train_examples))} "
+                      f"train / {len(dev_examples)} dev examples, model {model}")
+    start = time.perf_counter()
+    path = train(method, spec, model, train_examples, dev_examples, cfg, out,
+                 console=err_console, overwrite=overwrite)
+    seconds = time.perf_counter() - start
+    state = read_state(path)
+    last = state.history[-1] if state and state.history else None
+    exits = last["exits"] if last else []
+    _print_summary(spec, path, exits, seconds)
+    if json_out:
+        print_json({
+            "checkpoint": str(path),
+            "config_hash": state.config_hash if state else None,
+            "model": model, "method": method.name, "method_settings": method.settings,
+            "task": spec.name, "finished": bool(state and state.finished),
+            "global_step": state.global_step if state else 0,
+            "seconds": round(seconds, 3),
+            "main_metric": spec.main_metric,
+            "dev": [{"exit": e["exit"], "layer": e["layer"], **e["metrics"]} for e in exits],
+        })
+
+
+def _print_summary(spec, path: Path, exits: list[dict], seconds: float) -> None:
+    from rich.table import Table
+
+    if exits:
+        table = Table(title=f"dev {spec.title} (%), last evaluation", title_justify="left")
+        table.add_column("exit", justify="right")
+        table.add_column("layer", justify="right")
+        for name in spec.metrics:
+            table.add_column(name + (" *" if name == spec.main_metric else ""), justify="right")
+        for e in exits:
+            table.add_row(str(e["exit"] + 1), str(e["layer"]),
+                          *(f"{e['metrics'].get(n, float('nan')):.2f}" for n in spec.metrics))
+        err_console.print(table)
+    err_console.print(f"checkpoint: {path}  ({seconds:.1f} s)")

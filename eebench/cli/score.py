@@ -1,0 +1,231 @@
+"""`eebench score` and `eebench reference build`: read run directories, print fronts and scores.
+
+Tables go to stderr, `--json` to stdout alone. Everything a user can get wrong (an empty
+directory, mixed FLOPs conventions, a reference without the task, a NaN metric) is one line and
+exit code 1, raised by eebench.score and printed at the CLI boundary.
+"""
+
+from __future__ import annotations
+
+import csv
+import math
+from enum import Enum
+from pathlib import Path
+from typing import Annotated
+
+import typer
+
+from eebench.cli import app, make_app
+from eebench.cli.common import err_console, print_json
+from eebench.errors import EebenchError, UsageError
+
+
+class Extrapolate(str, Enum):
+    clamp = "clamp"
+    linear = "linear"
+
+
+reference_app = make_app("Reference curves for the ELUE score, built from static first-k runs.")
+app.add_typer(reference_app, name="reference", rich_help_panel="Benchmark")
+
+RunsArgument = typer.Argument(
+    help="Run directories, parent directories (searched for points.jsonl) or glob patterns.",
+    show_default=False,
+)
+
+
+def _fmt(value: float | None, digits: int = 2, signed: bool = False) -> str:
+    if value is None or not math.isfinite(value):
+        return "-"
+    return f"{value:+.{digits}f}" if signed else f"{value:.{digits}f}"
+
+
+def _pm(mean: float, std: float, n: int) -> str:
+    return _fmt(mean) if n < 2 else f"{mean:.2f} ± {std:.2f}"
+
+
+@app.command("score", rich_help_panel="Benchmark")
+def score_command(
+    runs: Annotated[list[str], RunsArgument],
+    reference: Annotated[Path | None, typer.Option(
+        "--reference", "-r", help="Reference curves JSON (from `eebench reference build`); "
+        "without it, fronts and hypervolumes only.", show_default=False,
+    )] = None,
+    extrapolate: Annotated[Extrapolate, typer.Option(
+        "--extrapolate",
+        help="Reference curve outside its FLOPs range: clamp (hold the end value) or linear.",
+    )] = Extrapolate.clamp,
+    json_out: Annotated[bool, typer.Option("--json", help="Print JSON to stdout.")] = False,
+    csv_path: Annotated[Path | None, typer.Option(
+        "--csv", help="Also write one row per operating point to this CSV file.",
+        show_default=False,
+    )] = None,
+    compare: Annotated[tuple[str, str] | None, typer.Option(
+        "--compare", help="Paired bootstrap of method A against method B at matched FLOPs.",
+        metavar="A B", show_default=False,
+    )] = None,
+    n_resamples: Annotated[int, typer.Option(
+        "--bootstrap", help="Bootstrap resamples (--compare).")] = 1000,
+    seed: Annotated[int, typer.Option("--seed", help="Seed of the bootstrap.")] = 0,
+) -> None:
+    """Score runs: Pareto fronts, hypervolume, ELUE score against a reference curve, ranking."""
+    from eebench import score as sc
+
+    if n_resamples < 1:
+        raise UsageError(f"--bootstrap must be positive, got {n_resamples}")
+    ref = sc.load_reference(reference) if reference is not None else None
+    loaded = sc.load_runs(runs)
+    raw = sc.raw_points(loaded)
+    sc.check_consistent(raw)
+    points = sc.aggregate_seeds(raw)
+    report = sc.score(points, ref, extrapolate.value)
+    comparisons = (
+        sc.compare_methods(points, compare[0], compare[1], n_resamples=n_resamples, seed=seed)
+        if compare else []
+    )
+    _print_report(report, len(loaded))
+    if comparisons:
+        _print_comparisons(comparisons, compare)
+    if csv_path is not None:
+        _write_csv(report, csv_path)
+        err_console.print(f"wrote {csv_path}")
+    if json_out:
+        data = report.to_dict()
+        data["compare"] = [_comparison_dict(c) for c in comparisons] if comparisons else None
+        print_json(data)
+
+
+def _print_report(report, n_runs: int) -> None:
+    from rich.table import Table
+
+    tasks = list(report.tasks)
+    if report.reference is not None:
+        table = Table(title=f"ELUE score (points above {report.reference.name!r}, "
+                            f"extrapolate {report.extrapolate})")
+        table.add_column("method")
+        for t in tasks:
+            table.add_column(t, justify="right")
+        table.add_column("overall", justify="right", style="bold")
+        table.add_column("mean rank", justify="right")
+        elue = report.elue
+        for r in report.ranking:
+            table.add_row(r.label, *(_fmt(elue[r.label].get(t), signed=True) for t in tasks),
+                          _fmt(r.overall, signed=True), _fmt(r.mean_rank, 1))
+        err_console.print(table)
+    else:
+        table = Table(title="Hypervolume of each method's front (normalised; no --reference, "
+                            "so no ELUE score)")
+        table.add_column("method")
+        for t in tasks:
+            table.add_column(t, justify="right")
+        for label in sorted({p.label for t in report.tasks.values() for p in t.points}):
+            table.add_row(label, *(_fmt(m.hypervolume, 3) if (m := report.tasks[t].methods.get(
+                label)) else "-" for t in tasks))
+        err_console.print(table)
+    for t in report.tasks.values():
+        front = Table(title=f"Pareto front: {t.task} ({t.main_metric}, {t.split})")
+        for name in ("method", "sweep", "MFLOPs", t.main_metric, "seeds"):
+            front.add_column(name, justify="left" if name in ("method", "sweep") else "right")
+        if report.reference is not None:
+            front.add_column("ELUE Δ", justify="right")
+        rows = [(p, d) for p, on, d in zip(t.points, t.on_front, t.deltas, strict=True) if on]
+        rows.sort(key=lambda row: row[0].flops)
+        for p, d in rows:
+            cells = [p.label, f"{p.sweep_param}={p.sweep_value:g}", _fmt(p.mflops, 1),
+                     _pm(p.main, p.main_std, len(p.seeds)), str(len(p.seeds))]
+            if report.reference is not None:
+                cells.append(_fmt(d, signed=True))
+            front.add_row(*cells)
+        ref = t.hv_ref
+        front.caption = (
+            f"{len(rows)} of {len(t.points)} points on the front; hypervolume {t.hypervolume:.3f}, "
+            f"AUC {t.auc:.3f} from ({ref.flops / 1e6:.1f} MFLOPs: {ref.flops_source}, "
+            f"{ref.metric:.2f}: {ref.metric_source})"
+        )
+        err_console.print(front)
+    n_points = sum(len(t.points) for t in report.tasks.values())
+    err_console.print(f"{n_runs} run directories, {n_points} operating points, {len(tasks)} tasks")
+
+
+def _comparison_dict(c) -> dict:
+    b = c.result
+    return {
+        "task": c.task,
+        "a": None if c.a is None else {"method": c.a.label, "sweep_value": c.a.sweep_value,
+                                       "mflops": c.a.mflops, "main": c.a.main},
+        "b": None if c.b is None else {"method": c.b.label, "sweep_value": c.b.sweep_value,
+                                       "mflops": c.b.mflops, "main": c.b.main},
+        "matched": "nearest in FLOPs" if c.a is not None else "all pairs pooled",
+        "pairing": c.pairing,
+        "statistic": c.statistic, "difference": b.difference, "ci_low": b.ci_low,
+        "ci_high": b.ci_high, "confidence": b.confidence, "p_value": b.p_value,
+        "n_samples": b.n_samples, "n_resamples": b.n_resamples, "seed": b.seed,
+    }
+
+
+def _where(p) -> str:
+    return f"{p.sweep_param}={p.sweep_value:g} ({p.mflops:.1f})"
+
+
+def _print_comparisons(comparisons, names: tuple[str, str]) -> None:
+    from rich.table import Table
+
+    a, b = names
+    table = Table(title=f"{a} − {b}: paired bootstrap at matched FLOPs (nearest point of {b})")
+    for name in ("task", f"{a} (MFLOPs)", f"{b} (MFLOPs)", "statistic", "A − B", "95% CI", "p"):
+        table.add_column(name, justify="left" if name in ("task", "statistic") else "right")
+    for c in comparisons:
+        r = c.result
+        pa = "all pairs" if c.a is None else _where(c.a)
+        pb = "" if c.b is None else _where(c.b)
+        table.add_row(c.task, pa, pb, c.statistic, f"{r.difference:+.3f}",
+                      f"[{r.ci_low:+.3f}, {r.ci_high:+.3f}]", f"{r.p_value:.4f}")
+    err_console.print(table)
+
+
+CSV_FIELDS = ("task", "method", "sweep_param", "sweep_value", "n_seeds", "mflops", "mflops_std",
+              "main_metric", "main", "main_std", "pareto", "elue_delta")
+
+
+def _write_csv(report, path: Path) -> None:
+    try:
+        with open(path, "w", newline="", encoding="utf-8") as f:
+            w = csv.writer(f)
+            w.writerow(CSV_FIELDS)
+            for t in report.tasks.values():
+                for p, on, d in zip(t.points, t.on_front, t.deltas, strict=True):
+                    w.writerow([t.task, p.label, p.sweep_param, p.sweep_value, len(p.seeds),
+                                p.mflops, p.flops_std / 1e6, t.main_metric, p.main, p.main_std,
+                                int(on), "" if d is None else d])
+    except OSError as e:
+        raise EebenchError(f"{path}: cannot write the CSV file ({e.strerror})") from None
+
+
+@reference_app.command("build")
+def reference_build(
+    runs: Annotated[list[str], RunsArgument],
+    out: Annotated[Path, typer.Option(
+        "--out", "-o", help="Where to write the reference JSON.", show_default=False)],
+    name: Annotated[str | None, typer.Option(
+        "--name", help="Name (default: <model>-static).", show_default=False)] = None,
+    json_out: Annotated[bool, typer.Option("--json", help="Print JSON to stdout.")] = False,
+) -> None:
+    """Build reference curves (one per task, k = 1..L) from static runs, averaging seeds."""
+    from rich.table import Table
+
+    from eebench import score as sc
+    from eebench.score.reference import save_reference
+
+    ref = sc.build_reference(sc.load_runs(runs), name=name)
+    save_reference(ref, out)
+    for task, curve in ref.tasks.items():
+        table = Table(title=f"{ref.name}: {task} ({curve.main_metric}, {ref.split})")
+        for col in ("k", "MFLOPs", curve.main_metric, "seeds"):
+            table.add_column(col, justify="right")
+        for p in curve.points:
+            table.add_row(str(p.layers), _fmt(p.mflops, 1), _pm(p.main, p.main_std, len(p.seeds)),
+                          str(len(p.seeds)))
+        err_console.print(table)
+    err_console.print(f"wrote {out} ({len(ref.tasks)} tasks, {len(ref.provenance.runs)} runs)")
+    if json_out:
+        print_json(ref.model_dump(mode="json"))

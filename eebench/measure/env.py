@@ -1,0 +1,111 @@
+"""The environment a result was measured in: hardware, threads, versions, git commit.
+
+Wall time means nothing without the machine it ran on, so every run directory keeps an env.json
+next to its points. Everything here is best effort: a missing GPU, tool or git checkout gives None,
+never an error.
+"""
+
+from __future__ import annotations
+
+import os
+import platform
+import subprocess
+import sys
+from importlib import metadata
+from pathlib import Path
+from typing import Any
+
+SCHEMA_VERSION = 1
+_PACKAGES = ("eebench", "torch", "transformers", "fvcore", "numpy", "datasets")
+
+
+def _run(cmd: list[str], cwd: Path | None = None) -> str | None:
+    """stdout of a short command, or None when it is missing, fails or hangs."""
+    try:
+        done = subprocess.run(cmd, cwd=cwd, capture_output=True, text=True, timeout=5, check=True)
+    except (OSError, subprocess.SubprocessError):
+        return None
+    return done.stdout.strip()
+
+
+def cpu_model() -> str:
+    """The CPU's marketing name (Linux /proc/cpuinfo, else what platform knows)."""
+    try:
+        with open("/proc/cpuinfo", encoding="utf-8") as f:
+            for line in f:
+                if line.lower().startswith(("model name", "hardware")):
+                    return line.split(":", 1)[1].strip()
+    except OSError:
+        pass
+    return platform.processor() or platform.machine() or "unknown"
+
+
+def usable_cores() -> int | None:
+    """Cores this process may run on (the affinity mask, which a container may narrow)."""
+    if hasattr(os, "sched_getaffinity"):
+        return len(os.sched_getaffinity(0))
+    return os.cpu_count()
+
+
+def package_versions() -> dict[str, str | None]:
+    versions: dict[str, str | None] = {}
+    for name in _PACKAGES:
+        try:
+            versions[name] = metadata.version(name)
+        except metadata.PackageNotFoundError:
+            versions[name] = None
+    return versions
+
+
+def gpu_info() -> dict[str, Any] | None:
+    """Name, memory, driver and CUDA/cuDNN versions of the visible GPUs; None without CUDA."""
+    import torch
+
+    if not torch.cuda.is_available():
+        return None
+    props = torch.cuda.get_device_properties(0)
+    driver = _run(["nvidia-smi", "--query-gpu=driver_version", "--format=csv,noheader"])
+    return {
+        "name": torch.cuda.get_device_name(0),
+        "count": torch.cuda.device_count(),
+        "memory_gb": round(props.total_memory / 2**30, 2),
+        "capability": f"{props.major}.{props.minor}",
+        "driver": driver.splitlines()[0] if driver else None,
+        "cuda": torch.version.cuda,
+        "cudnn": torch.backends.cudnn.version(),
+    }
+
+
+def git_state() -> dict[str, Any] | None:
+    """Commit of the eebench source tree (and whether it has local changes); None outside git.
+
+    Only the checkout eebench itself lives in counts: an installed copy inside some other
+    repository (a virtualenv in a project) would otherwise report that project's commit.
+    """
+    source = Path(__file__).resolve().parents[2]
+    top = _run(["git", "rev-parse", "--show-toplevel"], cwd=source)
+    if not top or Path(top).resolve() != source:
+        return None
+    commit = _run(["git", "rev-parse", "HEAD"], cwd=source)
+    if not commit:
+        return None
+    status = _run(["git", "status", "--porcelain", "--untracked-files=no"], cwd=source)
+    return {"commit": commit, "dirty": bool(status)}
+
+
+def environment() -> dict[str, Any]:
+    """Everything that explains a timing: JSON-serialisable, written as env.json per run."""
+    import torch
+
+    return {
+        "schema_version": SCHEMA_VERSION,
+        "cpu": cpu_model(),
+        "cpu_cores": os.cpu_count(),
+        "cpu_cores_usable": usable_cores(),
+        "torch_threads": torch.get_num_threads(),
+        "gpu": gpu_info(),
+        "python": sys.version.split()[0],
+        "packages": package_versions(),
+        "os": platform.platform(),
+        "git": git_state(),
+    }

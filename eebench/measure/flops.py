@@ -1,0 +1,371 @@
+"""FLOPs per module, not per trace: a cost table of the embeddings, each layer and each exit head.
+
+Why per module: an early-exit model runs a different path for every sample, and a trace records
+only the one path it happened to take. So each piece is counted on its own, at batch 1 and a real
+token length n (no padding), and a sample's FLOPs are the sum along its executed path at its own
+length: embeddings + layers 1..k + every exit head evaluated on the way.
+
+Each piece is counted twice, by fvcore (`FlopCountAnalysis`, a JIT trace of the one module) and by
+torch (`FlopCounterMode`, dispatch level); the two must agree exactly, which catches an op that
+one of them silently skips (SDPA attention is such a gap, so attention is counted in eager mode).
+
+Cost is a polynomial of degree <= 2 in n (a layer is a*n^2 + b*n + c), so a table for n = 1..max_len
+is fitted exactly from counts at three lengths and verified at two more; if the check fails, every
+length is counted. See docs/flops.md for the conventions and this choice.
+"""
+
+from __future__ import annotations
+
+import warnings
+from collections.abc import Callable, Iterator, Sequence
+from contextlib import contextmanager
+from dataclasses import dataclass, field
+from fractions import Fraction
+from math import prod
+from typing import Any
+
+import numpy as np
+import torch
+from torch import nn
+
+from eebench.errors import EebenchError, UsageError
+
+DEFAULT_CONVENTION = "mac2-matmul"
+CONVENTIONS: dict[str, str] = {
+    "mac2-matmul": "matrix multiplications (linear layers, QK^T, AV) at 2 FLOPs per multiply-add; "
+                   "embedding lookups, norms, softmax and activations count 0",
+    "mac2-all": "mac2-matmul plus element-wise work: 1 FLOP per output element of add/sub/mul/div "
+                "and activations, 3 per element of a softmax, 5 per element of a layer norm",
+}
+
+FIT_LENGTHS = (2, 5, 9)  # a quadratic through these three lengths ...
+CHECK_LENGTHS = (1, 16)  # ... must hit the counts here too, else every length is counted
+
+
+# -- the two counters ------------------------------------------------------------------------------
+# fvcore counts 1 per multiply-add: its matmul handles are doubled to match FlopCounterMode.
+_FV_MATMUL = ("aten::addmm", "aten::bmm", "aten::matmul", "aten::mm", "aten::linear",
+              "aten::einsum", "aten::_convolution")
+# Ops that do matmul-like work no handle above covers: refuse rather than skip them silently.
+_FV_MUST_COUNT = {f"aten::{op}" for op in ("scaled_dot_product_attention", "baddbmm", "addbmm",
+                                           "addmv", "mv", "dot", "bilinear", "conv1d", "conv2d")}
+
+# mac2-all: FLOPs per output element, by op name (JIT name without "aten::", dispatch packet name).
+_ELEMENTWISE_COST: dict[str, int] = {
+    **dict.fromkeys(("add", "add_", "sub", "sub_", "rsub", "mul", "mul_", "div", "div_"), 1),
+    **dict.fromkeys(("gelu", "tanh", "relu", "relu_", "sigmoid", "silu", "erf", "exp"), 1),
+    "softmax": 3, "_softmax": 3, "log_softmax": 3, "_log_softmax": 3,  # exp, sum, divide
+    "layer_norm": 5, "native_layer_norm": 5,  # mean, variance, normalise, scale, shift
+}
+_JIT_ONLY = ("native_layer_norm", "_softmax", "_log_softmax")  # dispatch names, not in a trace
+_DISPATCH_ONLY = ("layer_norm", "softmax", "log_softmax")  # composite: decomposed before dispatch
+
+
+def _detached(inputs: tuple) -> tuple:
+    """Inputs cut from autograd: counting is inference, and module hooks trip over grad inputs."""
+    return tuple(x.detach() if isinstance(x, torch.Tensor) else x for x in inputs)
+
+
+def _check_convention(convention: str) -> None:
+    if convention not in CONVENTIONS:
+        raise UsageError(f"unknown FLOPs convention {convention!r}",
+                         hint=f"choose from: {', '.join(CONVENTIONS)}")
+
+
+def _numel(shape: Any) -> int:
+    """Elements of an op's output; a scalar (0-dim: size arithmetic in a trace) counts 0."""
+    return int(np.prod(shape)) if shape else 0
+
+
+def _fv_elementwise(per_element: int) -> Callable[[list, list], int]:
+    from fvcore.nn.jit_handles import get_shape
+
+    def handle(inputs: list, outputs: list) -> int:
+        return per_element * _numel(get_shape(outputs[0]))  # a scalar (int) output has no shape
+
+    return handle
+
+
+def _fv_doubled(handle: Callable[[list, list], Any]) -> Callable[[list, list], int]:
+    return lambda inputs, outputs: 2 * int(handle(inputs, outputs))
+
+
+def fvcore_flops(fn: Callable[..., Any], inputs: tuple, convention: str = DEFAULT_CONVENTION,
+                 owner: nn.Module | None = None) -> int:
+    """FLOPs of `fn(*inputs)` counted by fvcore's FlopCountAnalysis, configured to `convention`.
+
+    `owner` is the module whose parameters `fn` uses (a trace must see them as parameters); a
+    module or a bound method of one needs none.
+    """
+    with warnings.catch_warnings():  # importing fvcore scripts a loss: a DeprecationWarning
+        warnings.simplefilter("ignore", DeprecationWarning)
+        from fvcore.nn import FlopCountAnalysis
+        from fvcore.nn.flop_count import _DEFAULT_SUPPORTED_OPS
+
+    _check_convention(convention)
+    analysis = FlopCountAnalysis(_Call(fn, owner), _detached(inputs))
+    handles = {op: _fv_doubled(_DEFAULT_SUPPORTED_OPS[op]) for op in _FV_MATMUL}
+    if convention == "mac2-all":
+        handles.update({f"aten::{name}": _fv_elementwise(cost)
+                        for name, cost in _ELEMENTWISE_COST.items() if name not in _JIT_ONLY})
+    analysis.clear_op_handles().set_op_handle(**handles)  # no norms, pools, ... by default
+    analysis.unsupported_ops_warnings(False).uncalled_modules_warnings(False)
+    analysis.tracer_warnings("none")
+    total = int(analysis.total())
+    missed = sorted(set(analysis.unsupported_ops()) & _FV_MUST_COUNT)
+    if missed:
+        raise EebenchError(f"FLOPs: fvcore cannot count {missed[0]}",
+                           hint="count FLOPs with eager attention (attn_implementation='eager')")
+    return total
+
+
+def _torch_elementwise(per_element: int) -> Callable[..., int]:
+    def formula(*args: Any, out_shape: Any = None, **kwargs: Any) -> int:
+        if isinstance(out_shape, tuple) and out_shape and not isinstance(out_shape[0], int):
+            out_shape = out_shape[0]  # native_layer_norm returns (out, mean, rstd)
+        return per_element * _numel(out_shape)
+
+    return formula
+
+
+def torch_flops(fn: Callable[..., Any], inputs: tuple, convention: str = DEFAULT_CONVENTION
+                ) -> int:
+    """FLOPs of `fn(*inputs)` counted by torch's FlopCounterMode (2 per multiply-add already)."""
+    from torch.utils.flop_counter import FlopCounterMode
+
+    _check_convention(convention)
+    mapping = {}
+    if convention == "mac2-all":
+        aten = torch.ops.aten
+        mapping = {getattr(aten, name): _torch_elementwise(cost)
+                   for name, cost in _ELEMENTWISE_COST.items() if name not in _DISPATCH_ONLY}
+    with torch.no_grad(), FlopCounterMode(display=False, custom_mapping=mapping) as counter:
+        fn(*_detached(inputs))
+    return int(counter.get_total_flops())
+
+
+def count_flops(fn: Callable[..., Any], inputs: tuple, convention: str = DEFAULT_CONVENTION,
+                owner: nn.Module | None = None) -> int:
+    """FLOPs of `fn(*inputs)`, counted by fvcore and cross-checked by FlopCounterMode."""
+    fv = fvcore_flops(fn, inputs, convention, owner)
+    tc = torch_flops(fn, inputs, convention)
+    if fv != tc:
+        raise EebenchError(f"FLOPs counters disagree under {convention}: fvcore {fv:,} vs "
+                           f"torch {tc:,}", hint="count with eager attention; see docs/flops.md")
+    return fv
+
+
+class _Call(nn.Module):
+    """fvcore analyses a module: wrap a bound call (e.g. `model.layer(i, ...)`) in one."""
+
+    def __init__(self, fn: Callable[..., Any], owner: nn.Module | None = None):
+        super().__init__()
+        self.fn = fn
+        if owner is None and isinstance(getattr(fn, "__self__", None), nn.Module):
+            owner = fn.__self__
+        if owner is not None and owner is not fn:
+            self.owner = owner  # registered, so the trace sees its parameters as parameters
+
+    def forward(self, *inputs: Any) -> Any:
+        out = self.fn(*inputs)
+        if isinstance(out, tuple):  # a trace cannot return None (e.g. a mask that is not needed)
+            return tuple(x for x in out if isinstance(x, torch.Tensor))
+        return out
+
+
+# -- closed form -----------------------------------------------------------------------------------
+def closed_form_layer_flops(n: int, hidden: int, intermediate: int) -> int:
+    """A BERT layer under mac2-matmul: 2 x (4*n*d^2 + 2*n*d*d_ff + 2*n^2*d) multiply-adds."""
+    return 2 * (4 * n * hidden**2 + 2 * n * hidden * intermediate + 2 * n * n * hidden)
+
+
+def closed_form_bert_flops(n: int, hidden: int, intermediate: int, num_layers: int,
+                           num_labels: int) -> int:
+    """A BERT classifier (layers + pooler on [CLS] + linear classifier) under mac2-matmul."""
+    head = 2 * (hidden * hidden + hidden * num_labels)
+    return num_layers * closed_form_layer_flops(n, hidden, intermediate) + head
+
+
+# -- the cost table --------------------------------------------------------------------------------
+@dataclass(frozen=True)
+class CostTable:
+    """FLOPs of each module by token length n: `embedding[n]`, `layer[i][n]`, `head[j][n]`.
+
+    Column 0 (n = 0) is unused and 0, so a length indexes the arrays directly.
+    """
+
+    convention: str
+    exit_layers: tuple[int, ...]  # 1-based layer after which head j runs
+    max_len: int
+    embedding: np.ndarray  # int64 [max_len + 1]
+    layer: np.ndarray  # int64 [L, max_len + 1]
+    head: np.ndarray  # int64 [E, max_len + 1]
+    fitted: bool = True  # False where some module was counted at every length
+    path: np.ndarray = field(init=False, repr=False)  # int64 [E, max_len + 1]
+
+    def __post_init__(self) -> None:
+        layers_cum = np.cumsum(self.layer, axis=0)
+        heads_cum = np.cumsum(self.head, axis=0)
+        rows = [self.embedding + layers_cum[k - 1] + heads_cum[j]
+                for j, k in enumerate(self.exit_layers)]
+        object.__setattr__(self, "path", np.stack(rows).astype(np.int64))
+
+    @property
+    def num_exits(self) -> int:
+        return len(self.exit_layers)
+
+    def _check_length(self, n: int) -> None:
+        if not 1 <= n <= self.max_len:
+            raise EebenchError(f"token length {n} is outside the FLOPs table (1..{self.max_len})")
+
+    def path_flops(self, exit_index: int, n: int) -> int:
+        """Embeddings + layers 1..exit_layers[exit_index] + heads 0..exit_index, at length n."""
+        self._check_length(n)
+        return int(self.path[exit_index, n])
+
+    def single_exit_flops(self, exit_index: int, n: int) -> int:
+        """The same path with only head `exit_index` evaluated (a static first-k model)."""
+        self._check_length(n)
+        k = self.exit_layers[exit_index]
+        return int(self.embedding[n] + self.layer[:k, n].sum() + self.head[exit_index, n])
+
+    def exit_indices(self, exit_layers: np.ndarray) -> np.ndarray:
+        """Map 1-based exit layer numbers (as stored per sample) to exit indices."""
+        exits, layers = np.asarray(self.exit_layers), np.asarray(exit_layers, dtype=np.int64)
+        idx = np.minimum(np.searchsorted(exits, layers), len(exits) - 1)
+        wrong = layers[exits[idx] != layers]
+        if wrong.size:
+            raise EebenchError(f"no exit after layer {wrong.flat[0]} (exits: {list(exits)})")
+        return idx
+
+    def per_sample_flops(self, exit_indices: np.ndarray, lengths: np.ndarray) -> np.ndarray:
+        """Vectorised `path_flops`: int64 FLOPs of each sample (exit index, real token length)."""
+        idx = np.asarray(exit_indices, dtype=np.int64)
+        n = np.asarray(lengths, dtype=np.int64)
+        if idx.shape != n.shape:
+            raise EebenchError(f"exit indices {idx.shape} and lengths {n.shape} differ in shape")
+        if idx.size and (idx.min() < 0 or idx.max() >= self.num_exits):
+            raise EebenchError(f"exit index outside 0..{self.num_exits - 1}")
+        if n.size and (n.min() < 1 or n.max() > self.max_len):
+            raise EebenchError(f"token length outside the FLOPs table (1..{self.max_len})",
+                               hint="build the table with max_len >= the max sequence length")
+        return self.path[idx, n]
+
+    def to_dict(self) -> dict[str, Any]:
+        return {"convention": self.convention, "exit_layers": list(self.exit_layers),
+                "max_len": self.max_len, "fitted": self.fitted,
+                "embedding": self.embedding.tolist(), "layer": self.layer.tolist(),
+                "head": self.head.tolist()}
+
+
+def _fit(count: Callable[[int], int], ns: Sequence[int]) -> Callable[[int], Fraction]:
+    """The exact polynomial through `count` at lengths `ns` (Lagrange form, in fractions)."""
+    pts = [(x, Fraction(count(x))) for x in ns]
+    return lambda n: sum(y * prod(Fraction(n - xk, x - xk) for xk, _ in pts if xk != x)
+                         for x, y in pts)
+
+
+def _costs(count: Callable[[int], int], max_len: int, fit: bool
+           ) -> tuple[np.ndarray, Callable[[int], Fraction] | None]:
+    """Costs for n = 0..max_len: fitted and verified where possible, else counted at each length."""
+    out = np.zeros(max_len + 1, dtype=np.int64)
+    if fit:
+        poly = _fit(count, FIT_LENGTHS)
+        if all(poly(n) == count(n) for n in CHECK_LENGTHS):
+            values = [poly(n) for n in range(1, max_len + 1)]
+            if all(v.denominator == 1 for v in values):
+                out[1:] = [int(v) for v in values]
+                return out, poly
+    out[1:] = [count(n) for n in range(1, max_len + 1)]
+    return out, None
+
+
+def _signature(kind: str, module: nn.Module) -> tuple:
+    """Modules of one class with the same parameter shapes cost the same (verified per module)."""
+    params = tuple((name, tuple(p.shape)) for name, p in module.named_parameters())
+    return (kind, type(module).__module__, type(module).__qualname__, params)
+
+
+@contextmanager
+def _eager_attention(model: nn.Module) -> Iterator[None]:
+    """Count attention as eager matmuls: fvcore and FlopCounterMode both have gaps for SDPA."""
+    configs = {id(c): c for c in [getattr(model, "config", None)]
+               + [getattr(m, "config", None) for m in model.modules()]
+               if c is not None and hasattr(c, "_attn_implementation")}
+    saved = {k: c._attn_implementation for k, c in configs.items()}
+    was_training = model.training
+    try:
+        for c in configs.values():
+            c._attn_implementation = "eager"
+        model.eval()
+        yield
+    finally:
+        for k, c in configs.items():
+            c._attn_implementation = saved[k]
+        model.train(was_training)
+
+
+def build_cost_table(model: nn.Module, max_len: int, convention: str = DEFAULT_CONVENTION,
+                     exact: bool = False) -> CostTable:
+    """Count the FLOPs of `model`'s embeddings, layers and exit heads for n = 1..max_len.
+
+    `model` follows the MultiExitModel contract (embed / layer / head, exit_layers, config).
+    Modules of identical structure share one fitted polynomial; every module is still counted at
+    one length to verify that it matches. `exact=True` counts every length of every module.
+    """
+    _check_convention(convention)
+    max_pos = getattr(model.config, "max_position_embeddings", None)
+    if max_len < 1 or (max_pos is not None and max_len > max_pos):
+        raise UsageError(f"FLOPs table length {max_len} must be in 1..{max_pos or 'inf'}")
+    fit = not exact and max_len > len(FIT_LENGTHS) + len(CHECK_LENGTHS)
+    fit = fit and (max_pos is None or max(FIT_LENGTHS + CHECK_LENGTHS) <= max_pos)
+    device = next(model.parameters()).device
+    vocab = int(getattr(model.config, "vocab_size", 2))
+    embedded: dict[int, tuple] = {}
+
+    def embed_inputs(n: int) -> tuple:
+        ids = (torch.arange(n, device=device) % vocab).unsqueeze(0)
+        ones = torch.ones(1, n, dtype=torch.long, device=device)
+        return ids, ones, torch.zeros_like(ones)
+
+    def embedded_at(n: int) -> tuple:
+        if n not in embedded:
+            with torch.no_grad():
+                embedded[n] = model.embed(*embed_inputs(n))
+        return embedded[n]
+
+    def layer_call(i: int, n: int) -> tuple[Callable[..., Any], tuple]:
+        hidden, mask = embedded_at(n)
+        if mask is None:  # a trace takes tensors only
+            return (lambda h: model.layer(i, h, None)), (hidden,)
+        return (lambda h, m: model.layer(i, h, m)), (hidden, mask)
+
+    # (structure, n -> (function, inputs)) for the embeddings, every layer, every exit head
+    pieces: list[tuple[tuple, Callable[[int], tuple[Callable[..., Any], tuple]]]] = [
+        (_signature("embed", model.embeddings), lambda n: (model.embed, embed_inputs(n)))]
+    pieces += [(_signature("layer", mod), lambda n, i=i: layer_call(i, n))
+               for i, mod in enumerate(model.layers)]
+    pieces += [(_signature("head", mod), lambda n, j=j: (
+        (lambda h: model.head(j, h)), embedded_at(n)[:1])) for j, mod in enumerate(model.heads)]
+
+    shared: dict[tuple, tuple[np.ndarray, Callable[[int], Fraction]]] = {}
+    rows, all_fitted = [], True
+    with _eager_attention(model):
+        for sig, call in pieces:
+            if sig in shared:  # same structure: verify the shared cost with one cheap count
+                costs, poly = shared[sig]
+                probe = CHECK_LENGTHS[-1]
+                if poly(probe) == torch_flops(*call(probe), convention):
+                    rows.append(costs)
+                    continue
+            costs, poly = _costs(lambda n, call=call: count_flops(*call(n), convention, model),
+                                 max_len, fit)
+            if poly is None:
+                all_fitted = False
+            else:
+                shared.setdefault(sig, (costs, poly))
+            rows.append(costs)
+    n_layers = len(model.layers)
+    return CostTable(convention=convention, exit_layers=tuple(model.exit_layers),
+                     max_len=max_len, embedding=rows[0], layer=np.stack(rows[1:1 + n_layers]),
+                     head=np.stack(rows[1 + n_layers:]), fitted=all_fitted)

@@ -1,0 +1,208 @@
+"""FLOPs: fvcore and FlopCounterMode agree exactly, attention is counted, the closed forms hold,
+the fitted cost table matches direct counts, and per-sample FLOPs sum each sample's own path."""
+
+from __future__ import annotations
+
+import json
+
+import numpy as np
+import pytest
+import torch
+
+import eebench.methods  # noqa: F401  (registers the built-in methods)
+from eebench.errors import EebenchError, UsageError
+from eebench.measure.flops import (
+    CONVENTIONS,
+    build_cost_table,
+    closed_form_bert_flops,
+    closed_form_layer_flops,
+    count_flops,
+    fvcore_flops,
+    torch_flops,
+)
+from eebench.methods.base import METHODS, get_method
+from eebench.models.multi_exit import assemble, build_model
+from tests import tiny
+
+D, D_FF, C = 32, 64, 2  # tiny.tiny_model's hidden and intermediate sizes; 2 labels
+HEAD = 2 * (D * D + D * C)  # pooler on [CLS] + classifier: 2176
+
+
+def _inputs(model, n: int) -> tuple:
+    ids = (torch.arange(n) % model.config.vocab_size).unsqueeze(0)
+    ones = torch.ones(1, n, dtype=torch.long)
+    return ids, ones, torch.zeros_like(ones)
+
+
+def _pieces(model, n: int, layers=None, heads=None):
+    """((kind, index), fn, inputs) for the embeddings, layers and exit heads at length n."""
+    with torch.no_grad():
+        hidden, mask = model.embed(*_inputs(model, n))
+    yield ("embed", 0), model.embed, _inputs(model, n)
+    for i in range(model.num_layers) if layers is None else layers:
+        yield ("layer", i), (lambda h, m, i=i: model.layer(i, h, m)), (hidden, mask)
+    for j in range(model.num_exits) if heads is None else heads:
+        yield ("head", j), (lambda h, j=j: model.head(j, h)), (hidden,)
+
+
+def _row(table, kind: str, index: int) -> np.ndarray:
+    return {"embed": table.embedding[None], "layer": table.layer, "head": table.head}[kind][index]
+
+
+@pytest.fixture(scope="module", params=sorted(METHODS.names()))
+def method_model(request):
+    return tiny.tiny_model(request.param, num_labels=C, num_layers=2 if request.param != "static"
+                           else None, seed=0)
+
+
+def test_the_built_in_methods_are_covered():
+    assert {"static", "deebert", "pabee"} <= set(METHODS.names())
+
+
+@pytest.mark.parametrize("convention", sorted(CONVENTIONS))
+@pytest.mark.parametrize("n", [1, 33])
+def test_fvcore_equals_flop_counter_mode_exactly(method_model, convention, n):
+    # the first and the last head: a PABEE head after the first runs a pooler it does not own
+    heads = sorted({0, method_model.num_exits - 1})
+    for name, fn, inputs in _pieces(method_model, n, layers=[0], heads=heads):
+        fv = fvcore_flops(fn, inputs, convention, owner=method_model)
+        tc = torch_flops(fn, inputs, convention)
+        assert fv == tc, f"{name} at n={n}: fvcore {fv} vs torch {tc}"
+        assert fv > 0 or (name[0] == "embed" and convention == "mac2-matmul")
+
+
+def test_mac2_all_adds_the_elementwise_work():
+    model = tiny.tiny_model("static", num_labels=C)
+    n, heads = 6, model.config.num_attention_heads
+    hidden, mask = model.embed(*_inputs(model, n))
+    layer_all = count_flops(lambda h, m: model.layer(0, h, m), (hidden, mask), "mac2-all", model)
+    elementwise = (heads * n * n * (1 + 1 + 3)  # scale, mask add, softmax
+                   + 2 * n * D  # two residual adds
+                   + 2 * 5 * n * D  # two layer norms
+                   + n * D_FF)  # GELU
+    assert layer_all == closed_form_layer_flops(n, D, D_FF) + elementwise
+    assert count_flops(lambda h: model.head(0, h), (hidden,), "mac2-all", model) == HEAD + D  # tanh
+
+
+def test_sdpa_is_a_counting_gap_that_the_table_avoids_and_exact_mode():
+    model = tiny.tiny_model("static", num_labels=C, num_layers=1, attn_implementation="sdpa")
+    hidden, mask = model.embed(*_inputs(model, 5))
+    with pytest.raises(EebenchError):  # fvcore cannot see inside SDPA: refused, not undercounted
+        count_flops(lambda h, m: model.layer(0, h, m), (hidden, mask), owner=model)
+    table = build_cost_table(model, 16)
+    assert table.fitted
+    assert table.layer[0, 5] == closed_form_layer_flops(5, D, D_FF)  # counted as eager
+    assert model.config._attn_implementation == "sdpa"  # and restored
+    exact = build_cost_table(model, 3, exact=True)  # every length counted, no fit
+    assert not exact.fitted
+    for got, want in [(exact.embedding, table.embedding), (exact.layer, table.layer),
+                      (exact.head, table.head)]:
+        np.testing.assert_array_equal(got, want[..., :4])
+
+
+def test_fitted_table_equals_direct_counts_at_other_lengths():
+    model = tiny.tiny_model("pabee", num_labels=C, num_layers=2)
+    table = build_cost_table(model, 64, "mac2-all")
+    assert table.fitted
+    for n in (3, 64):  # neither of them a length the fit was made or checked at
+        for name, fn, inputs in _pieces(model, n):
+            direct = count_flops(fn, inputs, "mac2-all", owner=model)
+            assert _row(table, *name)[n] == direct, f"{name} at n={n}"
+
+
+class _CubicHead(torch.nn.Module):
+    """(H H^T)(H H^T): n^3 work, beyond any quadratic fit."""
+
+    def forward(self, hidden: torch.Tensor) -> torch.Tensor:
+        scores = hidden @ hidden.transpose(-1, -2)
+        return (scores @ scores)[:, 0, :C]
+
+
+def test_a_cost_that_is_not_quadratic_is_counted_at_every_length():
+    model = tiny.tiny_model("static", num_labels=C, num_layers=1)
+    model.heads[0] = _CubicHead()
+    table = build_cost_table(model, 12)
+    assert not table.fitted
+    n = np.arange(13)
+    np.testing.assert_array_equal(table.head[0], 2 * (n * n * D + n**3))
+    np.testing.assert_array_equal(table.layer[0, 1:], closed_form_layer_flops(n[1:], D, D_FF))
+
+
+def test_bert_base_is_22_348_434_432_flops_at_128_tokens():
+    from transformers import AutoModel, BertConfig
+
+    config = BertConfig()  # BERT-base: hidden 768, 12 layers, 12 heads, ff 3072
+    assert (config.hidden_size, config.num_hidden_layers, config.num_attention_heads,
+            config.intermediate_size) == (768, 12, 12, 3072)
+    with torch.device("meta"):  # shapes without weights: counting needs no values
+        hf = AutoModel.from_config(config, attn_implementation="eager")
+        model = assemble(hf, get_method("static"), num_labels=2)
+    table = build_cost_table(model, 128)
+    assert table.path_flops(0, 128) == 22_348_434_432
+    assert closed_form_bert_flops(128, 768, 3072, 12, 2) == 22_348_434_432
+    with torch.device("meta"):  # the table extrapolates to 128 from short lengths: count 128
+        hidden, mask = model.embed(*_inputs(model, 128))
+    direct = count_flops(lambda h, m: model.layer(11, h, m), (hidden, mask), owner=model)
+    assert direct == table.layer[11, 128]
+
+
+def test_minilm_layers_match_closed_form(minilm_path):
+    model = build_model(str(minilm_path), get_method("deebert"), num_labels=3)
+    d, d_ff = model.config.hidden_size, model.config.intermediate_size
+    assert (d, d_ff, model.num_layers) == (384, 1536, 6)
+    table = build_cost_table(model, 128)
+    for n in (16, 77, 128):
+        assert (table.layer[:, n] == closed_form_layer_flops(n, d, d_ff)).all()
+        assert (table.head[:, n] == 2 * (d * d + d * 3)).all()
+    assert table.layer[0, 128] == 478_150_656
+    hidden, mask = model.embed(*_inputs(model, 77))
+    direct = count_flops(lambda h, m: model.layer(5, h, m), (hidden, mask), owner=model)
+    assert direct == closed_form_layer_flops(77, d, d_ff)
+
+
+@pytest.fixture(scope="module")
+def deebert_table():
+    return build_cost_table(tiny.tiny_model("deebert", num_labels=C), 48)
+
+
+@pytest.mark.parametrize("n", [1, 9, 40, 48])
+def test_tiny_table_matches_closed_form(deebert_table, n):
+    assert deebert_table.embedding[n] == 0  # lookups and a norm: no matmul
+    assert (deebert_table.layer[:, n] == closed_form_layer_flops(n, D, D_FF)).all()
+    assert (deebert_table.head[:, n] == HEAD).all()
+
+
+def test_path_flops_by_hand(deebert_table):
+    # exit 2 runs after layer 3: embeddings (0) + 3 layers + heads 0, 1, 2 at n = 10
+    # layer: 2 * (4*10*32^2 + 2*10*32*64 + 2*10^2*32) = 2 * (40960 + 40960 + 6400) = 176640
+    # head: 2 * (32*32 + 32*2) = 2176
+    assert deebert_table.path_flops(2, 10) == 3 * 176_640 + 3 * 2_176 == 536_448
+    assert deebert_table.single_exit_flops(2, 10) == 3 * 176_640 + 2_176
+    assert deebert_table.path_flops(0, 1) == closed_form_layer_flops(1, D, D_FF) + HEAD
+
+
+def test_per_sample_flops_equals_loop(deebert_table):
+    rng = np.random.default_rng(0)
+    exits = rng.integers(0, deebert_table.num_exits, size=200)
+    lengths = rng.integers(1, deebert_table.max_len + 1, size=200)
+    loop = [deebert_table.path_flops(int(e), int(n))
+            for e, n in zip(exits, lengths, strict=True)]
+    np.testing.assert_array_equal(deebert_table.per_sample_flops(exits, lengths), loop)
+    layers = np.asarray(deebert_table.exit_layers)[exits]
+    np.testing.assert_array_equal(deebert_table.exit_indices(layers), exits)
+
+
+def test_table_errors_and_json(deebert_table):
+    with pytest.raises(EebenchError):
+        deebert_table.per_sample_flops(np.array([0]), np.array([deebert_table.max_len + 1]))
+    with pytest.raises(EebenchError):
+        deebert_table.path_flops(0, 0)
+    with pytest.raises(EebenchError):
+        deebert_table.exit_indices(np.array([2, 0]))
+    with pytest.raises(UsageError):
+        build_cost_table(tiny.tiny_model("static", max_positions=64), 65)
+    with pytest.raises(UsageError):
+        count_flops(lambda x: x @ x, (torch.ones(2, 2),), "mac1")
+    data = json.loads(json.dumps(deebert_table.to_dict()))
+    assert data["convention"] == "mac2-matmul"
+    assert data["layer"][1][10] == 176_640

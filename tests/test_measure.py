@@ -1,0 +1,196 @@
+"""Parameters per exit (a shared module counted once), the environment record, timing helpers."""
+
+from __future__ import annotations
+
+import json
+import math
+import re
+import subprocess
+import time
+
+import numpy as np
+import pytest
+import torch
+
+import eebench.methods  # noqa: F401  (registers the built-in methods)
+from eebench.errors import UsageError
+from eebench.measure import env as env_module
+from eebench.measure.env import environment
+from eebench.measure.params import ParamCounts, count_unique, params_per_exit, params_total
+from eebench.measure.timing import (
+    Stopwatch,
+    TimingResult,
+    device_description,
+    peak_memory_mb,
+    reset_peak_memory,
+    summarize,
+    time_callable,
+)
+from eebench.models.multi_exit import ExitHead
+from tests import tiny
+
+D, C = 32, 2
+POOLER = D * D + D  # dense weight + bias
+CLASSIFIER = D * C + C
+
+
+def _n(module: torch.nn.Module) -> int:
+    return sum(p.numel() for p in module.parameters())
+
+
+# -- parameters --------------------------------------------------------------------------------
+def test_pabee_shared_pooler_is_counted_once():
+    model = tiny.tiny_model("pabee", num_labels=C)
+    backbone = _n(model.embeddings)
+    per_layer = _n(model.layers[0])
+    counts = params_per_exit(model)
+    for j in range(model.num_exits):  # one pooler, however many heads ran it
+        assert counts.per_exit[j] == backbone + (j + 1) * per_layer + POOLER + (j + 1) * CLASSIFIER
+    assert counts.per_exit[-1] == counts.total == params_total(model) == _n(model)
+
+
+def test_deebert_heads_each_own_a_pooler():
+    model = tiny.tiny_model("deebert", num_labels=C)
+    counts = params_per_exit(model)
+    steps = np.diff(counts.per_exit)
+    assert (steps == _n(model.layers[0]) + POOLER + CLASSIFIER).all()
+    assert counts.per_exit[-1] == counts.total == _n(model)
+
+
+def test_static_model_has_one_exit_with_every_parameter():
+    model = tiny.tiny_model("static", num_labels=C, num_layers=2)
+    counts = params_per_exit(model)
+    assert counts.per_exit == [counts.total] == [_n(model)]
+
+
+def test_a_shared_module_owned_by_a_later_head_is_still_counted():
+    # the pooler is registered only under the last head; exit 0 runs it all the same
+    model = tiny.tiny_model("pabee", num_labels=C, num_layers=2)
+    shared = model.heads[0].pooler
+    heads = [ExitHead(shared, model.config, C, own_pooler=(j == 1)) for j in range(2)]
+    model.heads = torch.nn.ModuleList(heads)
+    backbone = _n(model.embeddings) + _n(model.layers[0])
+    counts = params_per_exit(model)
+    assert counts.per_exit[0] == backbone + POOLER + CLASSIFIER
+    assert counts.per_exit[1] == counts.total == params_total(model)
+
+
+def test_count_unique_and_mean_used():
+    lin = torch.nn.Linear(3, 4)
+    assert count_unique([lin, lin]) == 16
+    counts = ParamCounts(total=40, per_exit=[10, 20, 40])
+    assert counts.mean_used(np.array([0, 2, 2, 1])) == pytest.approx(27.5)
+    assert counts.mean_used(np.array([], dtype=int)) == 0.0
+
+
+# -- environment -------------------------------------------------------------------------------
+def test_environment_has_the_keys_and_is_json():
+    env = environment()
+    assert {"schema_version", "cpu", "cpu_cores", "cpu_cores_usable", "torch_threads", "gpu",
+            "python", "packages", "os", "git"} <= set(env)
+    assert {"eebench", "torch", "transformers", "fvcore"} <= set(env["packages"])
+    assert env["packages"]["torch"] == torch.__version__
+    assert env["torch_threads"] == torch.get_num_threads() >= 1
+    assert env["python"].count(".") == 2
+    assert (env["gpu"] is None) == (not torch.cuda.is_available())
+    assert json.loads(json.dumps(env)) == env
+    if env["git"] is not None:
+        assert re.fullmatch(r"[0-9a-f]{40}", env["git"]["commit"])
+
+
+def test_environment_outside_git_does_not_fail(monkeypatch):
+    def no_git(*args, **kwargs):
+        raise FileNotFoundError("git")
+
+    monkeypatch.setattr(subprocess, "run", no_git)
+    env = env_module.environment()
+    assert env["git"] is None
+    assert env["cpu"]
+
+
+# -- timing ------------------------------------------------------------------------------------
+def test_summarize_known_values():
+    stats = summarize(list(range(1, 101)))
+    assert stats["p50"] == pytest.approx(50.5)
+    assert stats["p90"] == pytest.approx(90.1)
+    assert stats["p99"] == pytest.approx(99.01)
+    assert stats["mean"] == pytest.approx(50.5)
+    assert stats["std"] == pytest.approx(math.sqrt((100**2 - 1) / 12))
+    assert (stats["min"], stats["max"]) == (1, 100)
+    assert summarize([]) == {}
+
+
+class FakeClock:
+    """A clock that only moves when the timed function says so."""
+
+    def __init__(self):
+        self.now = 0.0
+
+    def __call__(self) -> float:
+        return self.now
+
+    def sleep(self, seconds: float) -> None:
+        self.now += seconds
+
+
+def test_stopwatch_on_a_fake_clock():
+    clock = FakeClock()
+    watch = Stopwatch(clock=clock)
+    for ms in (2, 5, 3):
+        with watch.time():
+            clock.sleep(ms / 1000)
+    assert watch.raw_ms == pytest.approx([2, 5, 3])
+    assert watch.summary()["p50"] == pytest.approx(3)
+
+
+def test_time_callable_keeps_raw_values_and_skips_warmup():
+    clock = FakeClock()
+    durations = iter([0.5, 0.5, 0.004, 0.001, 0.002, 0.003])  # two warm-up calls first
+    calls = []
+
+    def fn():
+        calls.append(1)
+        clock.sleep(next(durations))
+
+    result = time_callable(fn, repeat=4, warmup=2, clock=clock)
+    assert len(calls) == 6
+    assert result.raw_ms == pytest.approx([4, 1, 2, 3])
+    assert result.stats["mean"] == pytest.approx(2.5)
+    assert result.stats["p50"] == pytest.approx(2.5)
+    assert result.threads == torch.get_num_threads()
+    assert result.device == device_description("cpu") == f"cpu ({torch.get_num_threads()} threads)"
+    assert result.throughput(10) == pytest.approx(10 / 0.0025)
+    assert json.loads(json.dumps(result.to_dict()))["raw_ms"] == pytest.approx([4, 1, 2, 3])
+
+
+def test_time_callable_with_real_sleep():
+    result = time_callable(lambda: time.sleep(0.005), repeat=3, warmup=1)
+    assert len(result.raw_ms) == 3
+    assert min(result.raw_ms) >= 5.0  # sleep waits at least that long
+    assert result.peak_memory_mb is not None and result.peak_memory_mb > 0
+
+
+def test_time_callable_rejects_bad_counts():
+    with pytest.raises(UsageError):
+        time_callable(lambda: None, repeat=0)
+
+
+def test_cpu_peak_memory_sees_an_allocation():
+    if not reset_peak_memory("cpu"):
+        pytest.skip("this kernel cannot reset the RSS high-water mark")
+    before = peak_memory_mb("cpu")
+    block = np.ones(64 * 2**20 // 8)  # 64 MiB, touched
+    after = peak_memory_mb("cpu")
+    assert block.sum() > 0
+    assert after - before >= 48
+
+
+@pytest.mark.skipif(not torch.cuda.is_available(), reason="needs a CUDA GPU")
+def test_cuda_timing_and_peak_memory():
+    x = torch.randn(1024, 1024, device="cuda")
+    result = time_callable(lambda: x @ x, repeat=5, warmup=2, device="cuda")
+    assert isinstance(result, TimingResult)
+    assert result.device.startswith("cuda: ")
+    assert len(result.raw_ms) == 5 and all(v > 0 for v in result.raw_ms)
+    assert result.peak_memory_mb >= 4  # x and the product: 4 MiB each
+    assert result.peak_memory_reset

@@ -1,0 +1,95 @@
+"""`eebench run` end to end on a tiny local backbone and real RTE rows."""
+
+from __future__ import annotations
+
+import json
+
+import numpy as np
+import pytest
+from safetensors.numpy import load_file
+from typer.testing import CliRunner
+
+from eebench import results as R
+from eebench.cli import app
+from tests import tiny
+
+runner = CliRunner()
+
+
+@pytest.fixture(scope="module")
+def backbone(tmp_path_factory):
+    return tiny.save_tiny_backbone(tmp_path_factory.mktemp("tiny-bert"), num_layers=3)
+
+
+def _run(tmp_path, backbone, data_dir, *extra):
+    args = ["run", "--task", "rte", "--model", str(backbone), "--data-dir", str(data_dir),
+            "--max-train-samples", "32", "--epochs", "1", "--max-seq-length", "48",
+            "--max-eval-samples", "20", "--time-samples", "6", "--out", str(tmp_path / "runs"),
+            "--json", *extra]
+    result = runner.invoke(app, [*args, "--checkpoints", str(tmp_path / "ckpt")])
+    assert result.exit_code == 0, result.output + str(result.exception)
+    return json.loads(result.stdout)
+
+
+@pytest.mark.parametrize("method", ["pabee", "deebert"])
+def test_run_writes_a_complete_run_directory(tmp_path, backbone, data_dir, method, monkeypatch):
+    monkeypatch.chdir(tmp_path)
+    out = _run(tmp_path, backbone, data_dir, "--method", method)
+    run_dir = tmp_path / "runs" / out["run_dir"].split("runs/", 1)[1]
+    for name in (R.CONFIG_FILE, R.ENV_FILE, R.POINTS_FILE, R.PREDICTIONS_FILE, R.SUMMARY_FILE):
+        assert (run_dir / name).is_file(), name
+    cfg = R.RunConfig.model_validate_json((run_dir / R.CONFIG_FILE).read_text())
+    assert run_dir.name == cfg.key()
+    points = R.read_points(run_dir / R.POINTS_FILE)
+    assert [p.sweep_value for p in points] == cfg.sweep
+    arrays = load_file(str(run_dir / R.PREDICTIONS_FILE))
+    assert arrays["exit_layer"].shape == (len(points), 20)
+    assert arrays["exit_logits"].shape[:2] == (3, 20)
+    for row, p in enumerate(points):
+        assert sum(p.exit_histogram) == p.n_samples == 20
+        layers = arrays["exit_layer"][row]
+        assert p.avg_exit_layer == pytest.approx(layers.mean())
+        assert np.bincount(layers, minlength=4)[1:].tolist() == p.exit_histogram
+        correct = (arrays["prediction"][row] == arrays["labels"]).mean() * 100
+        assert p.metrics["accuracy"] == pytest.approx(correct)
+        assert p.main == p.metrics["accuracy"]
+        assert p.speedup == pytest.approx(3 / p.avg_exit_layer)
+        assert p.mean_flops > 0 and p.mean_mflops == pytest.approx(p.mean_flops / 1e6)
+        assert p.disagreements is not None
+        assert p.disagreements == p.disagreements_near_threshold  # only near-ties may differ
+        modes = {(t.mode, t.batch_size) for t in p.timings}
+        assert modes == {("dynamic", 1), ("dynamic", 32), ("full", 1), ("full", 32)}
+    # more layers on average never costs fewer FLOPs (one model, same samples)
+    by_layer = sorted(points, key=lambda p: p.avg_exit_layer)
+    assert all(a.mean_flops <= b.mean_flops for a, b in zip(by_layer, by_layer[1:]))
+    # rerunning the same command returns the finished run untouched
+    before = (run_dir / R.POINTS_FILE).stat().st_mtime_ns
+    again = _run(tmp_path, backbone, data_dir, "--method", method)
+    assert again["run_dir"] == out["run_dir"]
+    assert (run_dir / R.POINTS_FILE).stat().st_mtime_ns == before
+
+
+def test_static_run_trains_one_model_per_k(tmp_path, backbone, data_dir, monkeypatch):
+    monkeypatch.chdir(tmp_path)
+    out = _run(tmp_path, backbone, data_dir, "--method", "static", "--sweep", "1,3",
+               "--no-timing")
+    points = out["points"]
+    assert [p["sweep_value"] for p in points] == [1.0, 3.0]
+    assert [p["avg_exit_layer"] for p in points] == [1.0, 3.0]
+    assert points[0]["mean_flops"] < points[1]["mean_flops"]
+    assert len(out["summary"]["checkpoints"]) == 2
+
+
+def test_run_refuses_bad_input(tmp_path, backbone, data_dir):
+    base = ["run", "--model", str(backbone), "--data-dir", str(data_dir)]
+    cases = [
+        (["--method", "deebert", "--task", "stsb"], 2),
+        (["--method", "pabe", "--task", "rte"], 2),
+        (["--method", "pabee", "--task", "rte", "--sweep", "a,b"], 2),
+        (["--method", "pabee", "--task", "rte", "--split", "validation_matched"], 2),
+        (["--method", "pabee"], 2),
+    ]
+    for extra, code in cases:
+        result = runner.invoke(app, base + extra)
+        assert result.exit_code == code, (extra, result.output)
+        assert len(result.stderr.strip().splitlines()) == 1, result.stderr
