@@ -33,7 +33,11 @@ class StepResult:
 
 
 class ExitRule:
-    """A stepwise exit decision. Subclasses implement `start` and `step`."""
+    """A stepwise exit decision. Subclasses implement `start` and `step`.
+
+    The caller exits every sample still running at the last exit, whatever `step` says there:
+    a rule never needs to know how many exits the model has.
+    """
 
     def start(self, n: int, device: Any = None) -> State:
         raise NotImplementedError
@@ -53,7 +57,19 @@ class Stage:
 
     name: str
     trainable: Callable[[Any], list[nn.Parameter]]  # MultiExitModel -> parameters to optimise
-    exits: tuple[int, ...] | None = None  # exit indices whose logits enter the loss; None = all
+    # Exit indices whose logits enter the loss: None = all, a tuple (negative counts from the
+    # end), or a slice (e.g. slice(None, -1): every exit but the last). A stage is written
+    # before the number of exits is known; `exit_indices` resolves it.
+    exits: tuple[int, ...] | slice | None = None
+
+    def exit_indices(self, num_exits: int) -> list[int]:
+        """The 0-based exit indices of this stage for a model with `num_exits` exits."""
+        every = list(range(num_exits))
+        if self.exits is None:
+            return every
+        if isinstance(self.exits, slice):
+            return every[self.exits]
+        return [every[j] for j in self.exits]
 
 
 @dataclass(frozen=True)
@@ -87,10 +103,26 @@ class EarlyExitMethod:
             )
         self.settings: dict[str, Any] = {**self.defaults, **settings}
 
+    # -- checks --------------------------------------------------------------------------------
+    def check_task(self, task: Any) -> None:
+        """Refuse a task the method cannot do (a TaskSpec, or anything with `is_regression`)."""
+        if getattr(task, "is_regression", False) and not self.supports_regression:
+            from eebench.errors import UsageError
+
+            raise UsageError(
+                f"method {self.name!r} cannot do regression task {getattr(task, 'name', '?')!r}",
+                hint="use a method that supports regression (eebench methods), e.g. pabee",
+            )
+
     # -- model ---------------------------------------------------------------------------------
+    def layers_to_use(self, available: int) -> int:
+        """How many backbone layers the model keeps (a static method may truncate)."""
+        return available
+
     def build_heads(self, config: Any, num_labels: int, num_layers: int, pooler: nn.Module | None
                     ) -> ExitHeads:
-        """Exit heads for a backbone of `num_layers` layers; `pooler` is the pretrained one."""
+        """Exit heads for a backbone of `num_layers` layers. `pooler` is a copy of the pretrained
+        pooler (a fresh one where the checkpoint has none): use it, share it or copy it."""
         raise NotImplementedError
 
     # -- training ------------------------------------------------------------------------------
@@ -103,7 +135,9 @@ class EarlyExitMethod:
         raise NotImplementedError
 
     # -- inference -----------------------------------------------------------------------------
-    def default_sweep(self, num_layers: int, is_regression: bool) -> list[float]:
+    def default_sweep(self, num_layers: int, is_regression: bool, num_labels: int = 2
+                      ) -> list[float]:
+        """The sweep values tried when the user gives none (entropy grids depend on C)."""
         raise NotImplementedError
 
     def exit_rule(self, value: float, is_regression: bool) -> ExitRule:
@@ -119,6 +153,15 @@ class EarlyExitMethod:
             "static": self.static,
             "settings": dict(self.settings),
         }
+
+
+def exit_loss(logits: torch.Tensor, labels: torch.Tensor, is_regression: bool) -> torch.Tensor:
+    """One exit's loss: cross-entropy over classes, or MSE on the single output for regression."""
+    import torch.nn.functional as F
+
+    if is_regression:
+        return F.mse_loss(logits[:, 0].float(), labels.float())
+    return F.cross_entropy(logits.float(), labels)
 
 
 METHODS: Registry[type[EarlyExitMethod]] = Registry("method", entry_point_group="eebench.methods")

@@ -1,0 +1,99 @@
+"""`eebench flops`: the per-module FLOPs of a model at a token length, from both counters.
+
+Anyone can check the counting convention with it, e.g. BERT-base at 128 tokens:
+`eebench flops --model-config bert-base --seq-len 128 --json` gives 22,348,434,432 FLOPs.
+"""
+
+from __future__ import annotations
+
+from typing import Annotated
+
+import typer
+
+from eebench.cli import app
+from eebench.cli.common import JsonOption, err_console, print_json
+from eebench.errors import UsageError
+
+
+def _config(name: str):
+    """A backbone config only (no weights): `bert-base` is transformers' BertConfig defaults."""
+    from transformers import AutoConfig, BertConfig
+
+    from eebench.models.backbones import from_pretrained
+
+    if name == "bert-base":
+        return BertConfig()  # hidden 768, 12 layers, 12 heads, ff 3072: no download needed
+    return from_pretrained(AutoConfig.from_pretrained, name)
+
+
+@app.command("flops", rich_help_panel="Methods and models")
+def flops_command(
+    model_config: Annotated[str, typer.Option(
+        "--model-config", help="Backbone whose config to count: bert-base, minilm-l6, a local "
+        "model directory or a hub id. Weights are never loaded.")] = "minilm-l6",
+    method: Annotated[str, typer.Option("--method", "-m", help="Exit heads to put on it.")
+                      ] = "static",
+    seq_len: Annotated[int, typer.Option("--seq-len", "-n", help="Real token length.")] = 128,
+    num_labels: Annotated[int, typer.Option("--num-labels")] = 2,
+    convention: Annotated[str, typer.Option(
+        "--convention", help="FLOPs convention (see docs/flops.md).")] = "mac2-matmul",
+    json_out: bool = JsonOption,
+) -> None:
+    """Count FLOPs per module (embeddings, each layer, each exit head) with fvcore and torch."""
+    import torch
+    from transformers import AutoModel
+
+    from eebench.measure.flops import CONVENTIONS, fvcore_flops, torch_flops
+    from eebench.methods.base import get_method
+    from eebench.models.multi_exit import assemble
+
+    if convention not in CONVENTIONS:
+        raise UsageError(f"unknown FLOPs convention {convention!r}",
+                         hint=f"choose from: {', '.join(CONVENTIONS)}")
+    if num_labels < 1:
+        raise UsageError(f"--num-labels must be at least 1, got {num_labels}")
+    config = _config(model_config)
+    if not 1 <= seq_len <= config.max_position_embeddings:
+        raise UsageError(f"--seq-len must be in 1..{config.max_position_embeddings}")
+    with torch.device("meta"):  # shapes only: counting needs no values and no memory
+        hf = AutoModel.from_config(config, attn_implementation="eager")
+        model = assemble(hf, get_method(method), num_labels)
+        ids = torch.zeros(1, seq_len, dtype=torch.long)
+        ones = torch.ones(1, seq_len, dtype=torch.long)
+        hidden, mask = model.embed(ids, ones, torch.zeros_like(ones))
+    pieces = [("embeddings", model.embed, (ids, ones, torch.zeros_like(ones)))]
+    pieces += [(f"layer {i + 1}", lambda h, m, i=i: model.layer(i, h, m), (hidden, mask))
+               for i in range(model.num_layers)]
+    pieces += [(f"exit head {j} (after layer {k})", lambda h, j=j: model.head(j, h), (hidden,))
+               for j, k in enumerate(model.exit_layers)]
+    rows = []
+    for name, fn, inputs in pieces:
+        fv = fvcore_flops(fn, inputs, convention, owner=model)
+        tc = torch_flops(fn, inputs, convention)
+        rows.append({"module": name, "fvcore": fv, "torch": tc, "agree": fv == tc})
+    totals = {c: sum(r[c] for r in rows) for c in ("fvcore", "torch")}
+    result = {
+        "model_config": model_config, "method": method, "seq_len": seq_len,
+        "num_labels": num_labels, "convention": convention,
+        "convention_description": CONVENTIONS[convention],
+        "modules": rows, "total_flops": totals["fvcore"], "total_flops_torch": totals["torch"],
+        "total_mflops": totals["fvcore"] / 1e6, "counters_agree": all(r["agree"] for r in rows),
+        "note": "total = every module once: the full path with every exit head evaluated",
+    }
+    if json_out:
+        print_json(result)
+    else:
+        from rich.table import Table
+
+        t = Table(title=f"FLOPs of {model_config} + {method} heads at n = {seq_len} "
+                        f"({convention})")
+        for col in ("module", "fvcore", "FlopCounterMode"):
+            t.add_column(col, justify="right" if col != "module" else "left")
+        for r in rows:
+            t.add_row(r["module"], f"{r['fvcore']:,}", f"{r['torch']:,}")
+        t.add_row("[bold]total", f"[bold]{totals['fvcore']:,}", f"[bold]{totals['torch']:,}")
+        err_console.print(t)
+        err_console.print(f"{totals['fvcore'] / 1e6:,.1f} MFLOPs; counters agree: "
+                          f"{result['counters_agree']}")
+    if not result["counters_agree"]:
+        raise typer.Exit(1)

@@ -1,0 +1,101 @@
+"""DeeBERT (Xin et al., ACL 2020): off-ramps after every layer, exit when the entropy is low.
+
+    off-ramp i = its own pooler (dense + tanh on layer i's [CLS], from the pretrained pooler)
+                 -> dropout -> linear,                                   i = 1..L
+    stage 1:  train backbone + off-ramp L on CE(off-ramp L)
+    stage 2:  freeze backbone and off-ramp L; train off-ramps 1..L-1 on sum_i CE(off-ramp i)
+    infer:    exit at the first i with H(softmax(logits_i)) < threshold (off-ramp L always exits)
+
+The threshold is swept over a grid from 0 (never exit early) to ln C (the largest entropy
+possible, so almost every sample exits at layer 1). Entropy needs a distribution over classes:
+regression tasks are refused.
+"""
+
+from __future__ import annotations
+
+import copy
+import math
+from collections.abc import Sequence
+from typing import Any
+
+import torch
+from torch import nn
+
+from eebench.errors import UsageError
+from eebench.methods.base import (
+    EarlyExitMethod,
+    ExitHeads,
+    ExitRule,
+    Stage,
+    State,
+    StepResult,
+    exit_loss,
+    register_method,
+)
+from eebench.models.multi_exit import ExitHead
+
+GRID_STEPS = 20  # thresholds ln(C) * k / 20, k = 0..20
+
+
+def entropy(logits: torch.Tensor) -> torch.Tensor:
+    """H(softmax(logits)) per row, in nats."""
+    logp = torch.log_softmax(logits.float(), dim=-1)
+    return -(logp.exp() * logp).sum(-1)
+
+
+class EntropyRule(ExitRule):
+    """Exit where the entropy of the prediction is below the threshold."""
+
+    def __init__(self, threshold: float):
+        self.threshold = float(threshold)
+
+    def start(self, n: int, device: Any = None) -> State:
+        return {}
+
+    def step(self, state: State, exit_index: int, logits: torch.Tensor) -> StepResult:
+        h = entropy(logits)
+        return StepResult(state, h < self.threshold, (h - self.threshold).abs())
+
+
+@register_method("deebert")
+class DeeBERT(EarlyExitMethod):
+    paper = "Xin et al., DeeBERT: Dynamic Early Exiting for Accelerating BERT Inference, ACL 2020"
+    description = "an off-ramp per layer, two-stage training, exit when entropy < threshold"
+    sweep_param = "threshold"
+    supports_regression = False
+
+    def build_heads(self, config: Any, num_labels: int, num_layers: int, pooler: nn.Module
+                    ) -> ExitHeads:
+        ramps = [ExitHead(copy.deepcopy(pooler), config, num_labels) for _ in range(num_layers)]
+        return ExitHeads(nn.ModuleList(ramps), tuple(range(1, num_layers + 1)))
+
+    def stages(self) -> list[Stage]:
+        return [
+            Stage("backbone", lambda m: [*m.backbone_parameters(), *m.heads[-1].parameters()],
+                  exits=(-1,)),
+            Stage("off-ramps", lambda m: [p for h in m.heads[:-1] for p in h.parameters()],
+                  exits=slice(None, -1)),  # every off-ramp but the last
+        ]
+
+    def loss(self, exit_logits: Sequence[torch.Tensor], labels: torch.Tensor, stage: Stage,
+             is_regression: bool) -> torch.Tensor:
+        self._refuse(is_regression)
+        return sum(exit_loss(exit_logits[j], labels, False)
+                   for j in stage.exit_indices(len(exit_logits)))
+
+    def default_sweep(self, num_layers: int, is_regression: bool, num_labels: int = 2
+                      ) -> list[float]:
+        self._refuse(is_regression)
+        top = math.log(max(num_labels, 2))
+        return [round(top * k / GRID_STEPS, 6) for k in range(GRID_STEPS + 1)]
+
+    def exit_rule(self, value: float, is_regression: bool) -> ExitRule:
+        self._refuse(is_regression)
+        if not value >= 0:
+            raise UsageError(f"deebert: threshold must be >= 0, got {value}")
+        return EntropyRule(value)
+
+    def _refuse(self, is_regression: bool) -> None:
+        if is_regression:
+            raise UsageError("method 'deebert' cannot do regression (entropy needs classes)",
+                             hint="use pabee or static for regression tasks such as STS-B")

@@ -1,0 +1,111 @@
+"""PABEE (Zhou et al., NeurIPS 2020): exit when the prediction stops changing ("patience").
+
+    head i  = shared pooler (one module, from the pretrained pooler) -> dropout -> linear_i
+    train:    loss = sum_i i * L_i / sum_i i          (i = 1..L; L_i = CE, or MSE for regression)
+    infer:    counter = 0
+              for i = 1..L:
+                  if i >= 2 and pred_i == pred_{i-1}: counter += 1   (regression: |delta| < tau)
+                  else: counter = 0
+                  if counter == patience: exit at layer i
+              (the last layer always exits)
+
+Patience p exits at layer p + 1 at the earliest; p >= L never exits early. The counter follows
+the authors' code. Regression compares successive outputs with `regression_threshold` (tau).
+"""
+
+from __future__ import annotations
+
+import copy
+from collections.abc import Sequence
+from typing import Any
+
+import torch
+from torch import nn
+
+from eebench.errors import UsageError
+from eebench.methods.base import (
+    EarlyExitMethod,
+    ExitHeads,
+    ExitRule,
+    Stage,
+    State,
+    StepResult,
+    exit_loss,
+    register_method,
+)
+from eebench.models.multi_exit import ExitHead
+
+
+class PatienceRule(ExitRule):
+    """Exit once the prediction has stayed the same for `patience` consecutive layers."""
+
+    def __init__(self, patience: int, regression_threshold: float | None = None):
+        self.patience = patience
+        self.tau = regression_threshold  # None: classification
+
+    def start(self, n: int, device: Any = None) -> State:
+        return {"count": torch.zeros(n, dtype=torch.long, device=device),
+                "prev": torch.zeros(n, device=device),  # last prediction (label id or score)
+                "seen": torch.zeros(n, dtype=torch.bool, device=device)}
+
+    def step(self, state: State, exit_index: int, logits: torch.Tensor) -> StepResult:
+        logits = logits.float()
+        if self.tau is None:
+            pred = logits.argmax(-1).float()
+            same = state["seen"] & (pred == state["prev"])
+            top2 = logits.topk(2, dim=-1).values
+            margin = top2[:, 0] - top2[:, 1]  # how close the prediction was to flipping
+        else:
+            pred = logits[:, 0]
+            delta = (pred - state["prev"]).abs()
+            same = state["seen"] & (delta < self.tau)
+            margin = torch.where(state["seen"], (delta - self.tau).abs(), float("inf"))
+        count = torch.where(same, state["count"] + 1, torch.zeros_like(state["count"]))
+        new = {"count": count, "prev": pred, "seen": torch.ones_like(state["seen"])}
+        return StepResult(new, count >= self.patience, margin)
+
+
+@register_method("pabee")
+class PABEE(EarlyExitMethod):
+    paper = ("Zhou et al., BERT Loses Patience: Fast and Robust Inference with Early Exit, "
+             "NeurIPS 2020")
+    description = "shared pooler + classifier per layer, weighted loss, exit on patience"
+    sweep_param = "patience"
+    defaults = {"regression_threshold": 0.1}  # |delta| below which two scores count as equal
+
+    def __init__(self, **settings: Any):
+        super().__init__(**settings)
+        try:
+            tau = float(self.settings["regression_threshold"])
+        except (TypeError, ValueError):
+            tau = -1.0
+        if not tau >= 0:
+            raise UsageError("pabee: regression_threshold must be a number >= 0, got "
+                             f"{self.settings['regression_threshold']!r}")
+        self.settings["regression_threshold"] = tau
+
+    def build_heads(self, config: Any, num_labels: int, num_layers: int, pooler: nn.Module
+                    ) -> ExitHeads:
+        shared = copy.deepcopy(pooler)  # one module: head 0 owns it, the others reuse it
+        heads = [ExitHead(shared, config, num_labels, own_pooler=(i == 0))
+                 for i in range(num_layers)]
+        return ExitHeads(nn.ModuleList(heads), tuple(range(1, num_layers + 1)))
+
+    def stages(self) -> list[Stage]:
+        return [Stage("joint", lambda model: list(model.parameters()))]
+
+    def loss(self, exit_logits: Sequence[torch.Tensor], labels: torch.Tensor, stage: Stage,
+             is_regression: bool) -> torch.Tensor:
+        exits = stage.exit_indices(len(exit_logits))
+        total = sum((j + 1) * exit_loss(exit_logits[j], labels, is_regression) for j in exits)
+        return total / sum(j + 1 for j in exits)
+
+    def default_sweep(self, num_layers: int, is_regression: bool, num_labels: int = 2
+                      ) -> list[float]:
+        return [float(p) for p in range(1, num_layers + 1)]
+
+    def exit_rule(self, value: float, is_regression: bool) -> ExitRule:
+        if not (value >= 1 and float(value).is_integer()):
+            raise UsageError(f"pabee: patience must be a positive integer, got {value}")
+        tau = self.settings["regression_threshold"] if is_regression else None
+        return PatienceRule(int(value), tau)

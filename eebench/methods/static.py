@@ -1,0 +1,86 @@
+"""Static early exit (the ELUE / ElasticBERT baseline): the first k layers and one classifier.
+
+Each k is its own fine-tuned model, so the sweep runs over models, not over an exit rule:
+
+    model_k = layers 1..k of the backbone, then pooler -> dropout -> linear on [CLS] after layer k
+    train:   every parameter on the cross-entropy (MSE for regression) of that single exit
+    infer:   every sample exits after layer k
+
+The pooler starts from the pretrained one. The static points of a reference model are what the
+ELUE score's reference curve is built from.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from typing import Any
+
+import torch
+from torch import nn
+
+from eebench.errors import UsageError
+from eebench.methods.base import (
+    EarlyExitMethod,
+    ExitHeads,
+    ExitRule,
+    Stage,
+    State,
+    StepResult,
+    exit_loss,
+    register_method,
+)
+from eebench.models.multi_exit import ExitHead
+
+
+class ExitAtOnce(ExitRule):
+    """Every sample exits at the first (and only) exit."""
+
+    def start(self, n: int, device: Any = None) -> State:
+        return {}
+
+    def step(self, state: State, exit_index: int, logits: torch.Tensor) -> StepResult:
+        n = logits.shape[0]
+        inf = torch.full((n,), float("inf"), device=logits.device)
+        return StepResult(state, torch.ones(n, dtype=torch.bool, device=logits.device), inf)
+
+
+@register_method("static")
+class Static(EarlyExitMethod):
+    paper = ("Liu et al., Towards Efficient NLP: A Standard Evaluation and A Strong Baseline, "
+             "NAACL 2022")
+    description = "first k layers + one classifier after layer k; each k fine-tuned separately"
+    sweep_param = "layers"
+    static = True
+    defaults = {"layers": None}  # None: every layer of the backbone
+
+    def __init__(self, **settings: Any):
+        super().__init__(**settings)
+        k = self.settings["layers"]
+        if k is not None:
+            if isinstance(k, bool) or not str(k).isdigit() or int(k) < 1:
+                raise UsageError(f"static: layers must be a positive integer, got {k!r}")
+            self.settings["layers"] = int(k)
+
+    def layers_to_use(self, available: int) -> int:
+        k = self.settings["layers"]
+        if k is not None and k > available:
+            raise UsageError(f"static: layers={k} but the backbone has {available} layers")
+        return available if k is None else k
+
+    def build_heads(self, config: Any, num_labels: int, num_layers: int, pooler: nn.Module
+                    ) -> ExitHeads:
+        return ExitHeads(nn.ModuleList([ExitHead(pooler, config, num_labels)]), (num_layers,))
+
+    def stages(self) -> list[Stage]:
+        return [Stage("fine-tune", lambda model: list(model.parameters()))]
+
+    def loss(self, exit_logits: Sequence[torch.Tensor], labels: torch.Tensor, stage: Stage,
+             is_regression: bool) -> torch.Tensor:
+        return exit_loss(exit_logits[-1], labels, is_regression)
+
+    def default_sweep(self, num_layers: int, is_regression: bool, num_labels: int = 2
+                      ) -> list[float]:
+        return [float(k) for k in range(1, num_layers + 1)]
+
+    def exit_rule(self, value: float, is_regression: bool) -> ExitRule:
+        return ExitAtOnce()

