@@ -42,7 +42,7 @@ def evaluate_variant(cfg: R.RunConfig, method: EarlyExitMethod, spec: TaskSpec, 
                              convention=cfg.flops_convention)
     params = params_per_exit(model)
     timing = {**cfg.timing}
-    subset = _timing_subset(len(enc), int(timing.get("samples", 200)), cfg.seed)
+    subset = _timing_subset(len(enc), int(timing.get("samples", 200)), seed=0)
     baseline = _time_full(model, enc, subset, timing, spec) if timing.get("enabled", True) else []
 
     points, exit_layers, preds = [], [], []

@@ -20,6 +20,9 @@ from eebench.methods.base import EarlyExitMethod, get_method
 from eebench.tasks.spec import TaskSpec, get_task
 
 
+EVAL_SUBSET_SEED = 0  # subsets of the evaluated split do not depend on the run's seed
+
+
 @dataclass
 class RunOptions:
     """What does not change the results: where things go and how they are shown."""
@@ -106,7 +109,8 @@ def execute(cfg: R.RunConfig, opts: RunOptions) -> Path:
     dev_ex = load_split(spec, "dev", opts.data_dir)
     eval_ex = dev_ex if cfg.split == "dev" else load_split(spec, cfg.split, opts.data_dir)
     if cfg.max_eval_samples is not None and cfg.max_eval_samples < len(eval_ex):
-        eval_ex = eval_ex.take(cfg.max_eval_samples, cfg.seed)
+        # the same samples for every seed and method, so their points are paired
+        eval_ex = eval_ex.take(cfg.max_eval_samples, EVAL_SUBSET_SEED)
 
     method = get_method(cfg.method, **cfg.method_settings)
     full_layers = backbone_layers(cfg.model)

@@ -1,0 +1,179 @@
+"""Reading run directories: find them, load their points, refuse what cannot be scored together.
+
+A run directory (see eebench.results) is any directory holding `points.jsonl`. Inputs may be run
+directories, parents searched recursively, or glob patterns. Every check here fails with one line
+that names the file, because a score silently computed over mismatched runs is worse than none.
+"""
+
+from __future__ import annotations
+
+import glob
+import math
+from collections.abc import Iterable, Sequence
+from dataclasses import dataclass, field
+from pathlib import Path
+
+import numpy as np
+
+from eebench.errors import DataError
+from eebench.results import (
+    CONFIG_FILE,
+    POINTS_FILE,
+    PREDICTIONS_FILE,
+    OperatingPoint,
+    RunConfig,
+    read_points,
+)
+
+GLOB_CHARS = set("*?[")
+
+
+@dataclass
+class Run:
+    """One run directory: its config and operating points. The per-sample arrays are read from
+    predictions.safetensors only when a statistic needs them (or given as `arrays` when they are
+    already in memory)."""
+
+    path: Path
+    config: RunConfig
+    points: list[OperatingPoint]
+    arrays: dict[str, np.ndarray] | None = field(default=None, repr=False)
+
+    @property
+    def model(self) -> str:
+        return self.config.model
+
+    def predictions(self) -> dict[str, np.ndarray]:
+        """The per-sample arrays (labels [N], exit_layer [P, N], prediction [P, N]), loaded once."""
+        if self.arrays is None:
+            from safetensors.numpy import load_file
+
+            path = self.path / PREDICTIONS_FILE
+            if not path.is_file():
+                raise DataError(f"{path}: missing (per-sample predictions are needed here)")
+            try:
+                self.arrays = load_file(str(path))
+            except Exception as e:  # safetensors raises its own error types
+                raise DataError(f"{path}: not a readable safetensors file ({e})") from None
+        return self.arrays
+
+    def labels(self) -> np.ndarray | None:
+        """The labels alone, without reading the (larger) per-exit arrays."""
+        if self.arrays is not None:
+            return self.arrays.get("labels")
+        from safetensors import safe_open
+
+        path = self.path / PREDICTIONS_FILE
+        if not path.is_file():
+            return None
+        try:
+            with safe_open(str(path), framework="numpy") as f:
+                return f.get_tensor("labels") if "labels" in f.keys() else None
+        except Exception as e:  # safetensors raises its own error types
+            raise DataError(f"{path}: not a readable safetensors file ({e})") from None
+
+
+@dataclass(frozen=True)
+class RawPoint:
+    """One operating point of one run (one seed), before seeds are averaged."""
+
+    point: OperatingPoint
+    run: Run
+    row: int  # its line in points.jsonl = its row in the [P, N] prediction arrays
+    label: str  # the method as shown in tables: its name, or model/method when models differ
+
+
+def find_run_dirs(inputs: Sequence[str | Path]) -> list[Path]:
+    """Every run directory named by `inputs` (directories, parents, globs), sorted, no repeats."""
+    found: set[Path] = set()
+    for item in inputs:
+        text = str(item)
+        if GLOB_CHARS & set(text) and not Path(text).exists():
+            matches = [Path(m) for m in sorted(glob.glob(text, recursive=True))]
+            if not matches:
+                raise DataError(f"{text}: the pattern matches nothing")
+        else:
+            matches = [Path(text)]
+        for path in matches:
+            found.update(_runs_under(path))
+    return sorted(found)
+
+
+def _runs_under(path: Path) -> list[Path]:
+    if not path.exists():
+        raise DataError(f"{path}: no such file or directory")
+    if path.is_file():
+        if path.name == POINTS_FILE:
+            return [path.parent]
+        raise DataError(f"{path}: not a run directory (expected a directory holding {POINTS_FILE})")
+    runs = sorted(p.parent for p in path.rglob(POINTS_FILE))
+    if not runs:
+        raise DataError(f"{path}: no run directories in it (no {POINTS_FILE} found)")
+    return runs
+
+
+def load_run(path: Path) -> Run:
+    """Load one run directory; a missing/invalid file or an empty points.jsonl is a DataError."""
+    config_path = path / CONFIG_FILE
+    if not config_path.is_file():
+        raise DataError(f"{config_path}: missing (every run directory holds its config)")
+    config = _read_model(config_path, RunConfig)
+    points = read_points(path / POINTS_FILE)
+    if not points:
+        raise DataError(f"{path / POINTS_FILE}: no operating points in it")
+    for n, p in enumerate(points, 1):
+        where = f"{path / POINTS_FILE}:{n}"
+        if p.main is None:
+            raise DataError(f"{where}: no {p.main_metric} value (unlabelled splits are not scored)")
+        for name, value in (("main", p.main), ("mean_flops", p.mean_flops)):
+            if not math.isfinite(value):
+                raise DataError(f"{where}: {name} is {value} (a metric and FLOPs must be finite)")
+        if p.task != config.task or p.method != config.method:
+            raise DataError(
+                f"{where}: point for {p.method}/{p.task} in a run of {config.method}/{config.task}"
+            )
+    return Run(path=path, config=config, points=points)
+
+
+def _read_model(path: Path, model):
+    try:
+        return model.model_validate_json(path.read_text(encoding="utf-8"))
+    except ValueError as e:
+        first = " ".join(str(e).splitlines()[:3])
+        raise DataError(f"{path}: not a valid {model.__name__}: {first}") from None
+
+
+def load_runs(inputs: Sequence[str | Path]) -> list[Run]:
+    return [load_run(p) for p in find_run_dirs(inputs)]
+
+
+def raw_points(runs: Iterable[Run]) -> list[RawPoint]:
+    """Flatten runs into points, labelled by method (model/method when several models appear)."""
+    runs = list(runs)
+    several_models = len({r.model for r in runs}) > 1
+    out = []
+    for run in runs:
+        for row, p in enumerate(run.points):
+            label = f"{run.model}/{p.method}" if several_models else p.method
+            out.append(RawPoint(point=p, run=run, row=row, label=label))
+    return out
+
+
+def check_consistent(points: Iterable[RawPoint]) -> None:
+    """Within a task, every point must share one split, FLOPs convention and main metric."""
+    seen: dict[str, dict[str, tuple[str, Path]]] = {}
+    for rp in points:
+        p = rp.point
+        task = seen.setdefault(p.task, {})
+        for what, value in (
+            ("FLOPs convention", p.flops_convention),
+            ("split", p.split),
+            ("main metric", p.main_metric),
+        ):
+            first = task.setdefault(what, (value, rp.run.path))
+            if first[0] != value:
+                raise DataError(
+                    f"task {p.task}: mixed {what}s {first[0]!r} ({first[1]}) and {value!r} "
+                    f"({rp.run.path})",
+                    hint="score runs of one split and one FLOPs convention together",
+                )

@@ -1,0 +1,208 @@
+"""Reference curves: versioned JSON files of static first-k-layer points, one curve per task.
+
+A curve is what a plain model reaches with its first k layers and nothing else; an early-exit
+method earns a positive ELUE score by beating it at equal FLOPs. Curves are built from `static`
+runs only (k = 1..L, one point per k, averaged over seeds) and carry their provenance, so a
+score can always say what it was measured against. The schema is documented in docs/scoring.md;
+`schema_version` is a constant of this file, never derived from the package version.
+"""
+
+from __future__ import annotations
+
+import json
+import math
+from collections.abc import Sequence
+from dataclasses import replace
+from datetime import datetime, timezone
+from pathlib import Path
+
+from pydantic import BaseModel, ConfigDict, Field, field_validator, model_validator
+
+from eebench.errors import DataError
+from eebench.results import atomic_write_text
+from eebench.score.collect import Run, check_consistent, raw_points
+from eebench.score.stats import aggregate_seeds
+
+REFERENCE_SCHEMA_VERSION = 1
+STATIC_METHOD = "static"
+
+
+class _Data(BaseModel):
+    model_config = ConfigDict(extra="forbid", protected_namespaces=())
+
+
+class ReferencePoint(_Data):
+    layers: int = Field(ge=1)  # k: the first k layers
+    flops: float = Field(gt=0)  # FLOPs per sample
+    mflops: float = Field(gt=0)  # the same in MFLOPs, for people reading the file
+    main: float  # main metric in percent, mean over seeds
+    main_std: float = 0.0  # sample std over seeds (0 for one seed)
+    seeds: list[int] = Field(default_factory=list)
+
+    @field_validator("flops", "mflops", "main", "main_std")
+    @classmethod
+    def _finite(cls, v: float) -> float:
+        if not math.isfinite(v):
+            raise ValueError("must be finite")
+        return v
+
+
+class TaskCurve(_Data):
+    main_metric: str
+    num_layers: int = Field(ge=1)  # L, the full model's depth
+    points: list[ReferencePoint] = Field(min_length=1)
+
+    @model_validator(mode="after")
+    def _sorted(self) -> TaskCurve:
+        self.points = sorted(self.points, key=lambda p: p.flops)
+        flops = [p.flops for p in self.points]
+        if len(set(flops)) != len(flops):
+            raise ValueError("two reference points share the same FLOPs")
+        return self
+
+    @property
+    def flops(self) -> list[float]:
+        return [p.flops for p in self.points]
+
+    @property
+    def main(self) -> list[float]:
+        return [p.main for p in self.points]
+
+
+class RunRecord(_Data):
+    path: str
+    task: str
+    seed: int
+    config_hash: str
+    written: str  # when points.jsonl was written (UTC, ISO 8601)
+
+
+class Provenance(_Data):
+    created: str  # UTC, ISO 8601
+    eebench_version: str
+    method: str = STATIC_METHOD
+    seeds: list[int]
+    runs: list[RunRecord]
+
+
+class ReferenceCurves(_Data):
+    schema_version: int
+    name: str
+    model: str
+    flops_convention: str
+    split: str
+    provenance: Provenance
+    tasks: dict[str, TaskCurve] = Field(min_length=1)
+
+    def curve(self, task: str) -> TaskCurve:
+        if task not in self.tasks:
+            raise DataError(
+                f"reference {self.name!r} has no curve for task {task}",
+                hint=f"it has: {', '.join(sorted(self.tasks))}",
+            )
+        return self.tasks[task]
+
+
+def _iso(ts: float | None = None) -> str:
+    when = datetime.now(timezone.utc) if ts is None else datetime.fromtimestamp(ts, timezone.utc)
+    return when.replace(microsecond=0).isoformat()
+
+
+def _layers(point) -> int:
+    """k of a static point: its sweep value when it sweeps layers, else its exit layer."""
+    value = point.sweep_value if point.sweep_param == "layers" else point.avg_exit_layer
+    return int(round(value))
+
+
+def build_reference(runs: Sequence[Run], name: str | None = None) -> ReferenceCurves:
+    """One curve per task from static runs; non-static runs, mixed models, splits or FLOPs
+    conventions are refused. Several seeds of one k are averaged (seeds.aggregate_seeds)."""
+    from eebench import __version__
+
+    if not runs:
+        raise DataError("no runs to build a reference from")
+    for run in runs:
+        if run.config.method != STATIC_METHOD:
+            raise DataError(
+                f"{run.path}: a {run.config.method} run, not {STATIC_METHOD}",
+                hint="a reference curve is built from static first-k-layer runs only",
+            )
+    for what, values in (
+        ("models", {r.config.model for r in runs}),
+        ("FLOPs conventions", {p.flops_convention for r in runs for p in r.points}),
+        ("splits", {p.split for r in runs for p in r.points}),
+    ):
+        if len(values) > 1:
+            raise DataError(f"runs of mixed {what}: {', '.join(sorted(values))}",
+                            hint="a reference curve holds one model, split and FLOPs convention")
+    raw = raw_points(runs)
+    check_consistent(raw)
+    # Group by k (not by sweep value), so "one run per k" and "one run with every k" agree.
+    by_k = [
+        replace(rp, point=rp.point.model_copy(
+            update={"sweep_param": "layers", "sweep_value": float(_layers(rp.point))}))
+        for rp in raw
+    ]
+    tasks: dict[str, TaskCurve] = {}
+    for task in sorted({rp.point.task for rp in by_k}):
+        points = aggregate_seeds([rp for rp in by_k if rp.point.task == task])
+        tasks[task] = TaskCurve(
+            main_metric=points[0].main_metric,
+            num_layers=points[0].num_layers,
+            points=[ReferencePoint(layers=int(p.sweep_value), flops=p.flops, mflops=p.mflops,
+                                   main=p.main, main_std=p.main_std, seeds=list(p.seeds))
+                    for p in points],
+        )
+    model = runs[0].config.model
+    first = runs[0].points[0]
+    records = [
+        RunRecord(path=str(r.path), task=r.config.task, seed=r.config.seed,
+                  config_hash=r.config.key(), written=_iso(_mtime(r.path / "points.jsonl")))
+        for r in runs
+    ]
+    return ReferenceCurves(
+        schema_version=REFERENCE_SCHEMA_VERSION,
+        name=name or f"{model.rstrip('/').split('/')[-1]}-static",  # of a path: its last part
+        model=model,
+        flops_convention=first.flops_convention,
+        split=first.split,
+        provenance=Provenance(
+            created=_iso(), eebench_version=__version__,
+            seeds=sorted({r.config.seed for r in runs}), runs=records,
+        ),
+        tasks=tasks,
+    )
+
+
+def _mtime(path: Path) -> float | None:
+    try:
+        return path.stat().st_mtime
+    except OSError:
+        return None
+
+
+def save_reference(ref: ReferenceCurves, path: Path) -> None:
+    atomic_write_text(Path(path), ref.model_dump_json(indent=2) + "\n")
+
+
+def load_reference(path: Path) -> ReferenceCurves:
+    """Read and validate a reference file; any problem is one DataError line naming the file."""
+    path = Path(path)
+    if not path.is_file():
+        raise DataError(f"{path}: no such reference file")
+    try:
+        data = json.loads(path.read_text(encoding="utf-8"))
+    except (UnicodeDecodeError, json.JSONDecodeError) as e:
+        raise DataError(f"{path}: not JSON ({e})") from None
+    if not isinstance(data, dict) or "schema_version" not in data:
+        raise DataError(f"{path}: not a reference file (no schema_version)")
+    if data["schema_version"] != REFERENCE_SCHEMA_VERSION:
+        raise DataError(
+            f"{path}: reference schema_version {data['schema_version']!r} is not supported",
+            hint=f"this eebench reads schema_version {REFERENCE_SCHEMA_VERSION}",
+        )
+    try:
+        return ReferenceCurves.model_validate(data)
+    except ValueError as e:
+        lines = str(e).splitlines()
+        raise DataError(f"{path}: not a valid reference file: {' '.join(lines[1:3])}") from None

@@ -1,0 +1,290 @@
+"""`eebench score` and `eebench reference build` on small synthetic run directories.
+
+The runs are made with eebench.results exactly as `eebench run` writes them. The reference curve
+and the points are chosen so that every ELUE score has a known answer worked out by hand.
+"""
+
+from __future__ import annotations
+
+import csv
+import json
+from pathlib import Path
+
+import numpy as np
+import pytest
+from safetensors.numpy import save_file
+from typer.testing import CliRunner
+
+import eebench.cli.score  # noqa: F401  (registers the commands)
+from eebench.cli import app
+from eebench.results import (
+    CONFIG_FILE,
+    POINTS_FILE,
+    PREDICTIONS_FILE,
+    SUMMARY_FILE,
+    OperatingPoint,
+    RunConfig,
+    RunSummary,
+    write_json,
+    write_points,
+)
+
+N = 200  # samples per run; every main metric below is a multiple of 0.5% of N
+CONVENTION = "2-flops-per-mac"
+
+
+def write_run(
+    root: Path,
+    method: str,
+    points: list[tuple[float, float, float]],  # (sweep value, MFLOPs, accuracy in percent)
+    *,
+    task: str = "rte",
+    seed: int = 0,
+    split: str = "dev",
+    convention: str = CONVENTION,
+    model: str = "minilm-l6",
+    sweep_param: str | None = None,
+    num_layers: int = 6,
+) -> Path:
+    """A run directory whose per-sample predictions reproduce each point's accuracy exactly."""
+    sweep_param = sweep_param or ("layers" if method == "static" else "threshold")
+    config = RunConfig(model=model, method=method, task=task, split=split, seed=seed,
+                       sweep=[v for v, _, _ in points], max_seq_length=128,
+                       flops_convention=convention)
+    run = root / model / method / task / config.key()
+    labels = np.arange(N) % 2
+    preds, layers, ops = [], [], []
+    for row, (value, mflops, acc) in enumerate(points):
+        layer = int(value) if method == "static" else 2  # every sample exits at this layer
+        layers.append(layer)
+        correct = np.zeros(N, dtype=bool)
+        rng = np.random.default_rng(1000 * seed + row)
+        correct[rng.permutation(N)[: int(round(acc / 100 * N))]] = True
+        preds.append(np.where(correct, labels, 1 - labels))
+        ops.append(OperatingPoint(
+            method=method, task=task, split=split, seed=seed, sweep_param=sweep_param,
+            sweep_value=value, n_samples=N, num_layers=num_layers,
+            metrics={"accuracy": acc}, main_metric="accuracy", main=acc, avg_exit_layer=layer,
+            exit_histogram=[N if i == layer else 0 for i in range(1, num_layers + 1)],
+            flops_convention=convention,
+            mean_flops=mflops * 1e6, mean_mflops=mflops, speedup=1.0, layer_saving=0.0,
+            params_total=1, params_mean_used=1.0,
+        ))
+    write_json(run / CONFIG_FILE, config)
+    write_points(run / POINTS_FILE, ops)
+    save_file({"labels": labels.astype(np.int64), "prediction": np.stack(preds).astype(np.int64),
+               "exit_layer": np.repeat(np.array(layers)[:, None], N, axis=1)},
+              str(run / PREDICTIONS_FILE))
+    write_json(run / SUMMARY_FILE, RunSummary(
+        model=model, method=method, task=task, split=split, seed=seed, config_hash=config.key(),
+        n_samples=N, num_points=len(points),
+    ))
+    return run
+
+
+def static_points(offset: float) -> list[tuple[float, float, float]]:
+    """k = 1..6 layers at 10k MFLOPs; seeds at offset -/+0.5 average to 60 + 3k."""
+    return [(k, 10.0 * k, 60.0 + 3 * k + offset) for k in range(1, 7)]
+
+
+PABEE = [(0.1, 15.0, 70.0), (0.2, 35.0, 70.0), (0.3, 5.0, 62.0)]
+# curve at 15 = 64.5 (+5.5); at 35 = 70.5 (-0.5); at 5: clamp 63 (-1), linear 61.5 (+0.5)
+PABEE_CLAMP = (5.5 - 0.5 - 1.0) / 3
+PABEE_LINEAR = (5.5 - 0.5 + 0.5) / 3
+
+
+@pytest.fixture
+def runs(tmp_path: Path) -> Path:
+    root = tmp_path / "runs"
+    for seed, offset in ((0, -0.5), (1, 0.5)):
+        write_run(root, "static", static_points(offset), seed=seed)
+        write_run(root, "pabee", PABEE, seed=seed)
+    return root
+
+
+def invoke(*args: str):
+    return CliRunner().invoke(app, [str(a) for a in args])
+
+
+def build_ref(runs: Path, out: Path, *extra: str) -> Path:
+    result = invoke("reference", "build", runs / "minilm-l6" / "static", "--out", out, *extra)
+    assert result.exit_code == 0, result.output
+    return out
+
+
+def test_reference_build_averages_seeds(runs: Path, tmp_path: Path):
+    ref = json.loads(build_ref(runs, tmp_path / "ref.json", "--name", "mini").read_text())
+    assert ref["schema_version"] == 1 and ref["name"] == "mini"
+    assert ref["flops_convention"] == CONVENTION and ref["split"] == "dev"
+    curve = ref["tasks"]["rte"]
+    assert [p["layers"] for p in curve["points"]] == [1, 2, 3, 4, 5, 6]
+    assert [p["main"] for p in curve["points"]] == [60.0 + 3 * k for k in range(1, 7)]
+    assert [p["mflops"] for p in curve["points"]] == [10.0 * k for k in range(1, 7)]
+    assert curve["points"][0]["seeds"] == [0, 1]
+    assert curve["points"][0]["main_std"] == pytest.approx(np.std([62.5, 63.5], ddof=1))
+    assert ref["provenance"]["seeds"] == [0, 1] and len(ref["provenance"]["runs"]) == 2
+
+
+def test_reference_build_one_run_per_k_equals_one_run_with_every_k(tmp_path: Path):
+    together, apart = tmp_path / "together", tmp_path / "apart"
+    write_run(together, "static", static_points(0.0))
+    for point in static_points(0.0):
+        write_run(apart, "static", [point])
+    a = json.loads(build_ref(together, tmp_path / "a.json").read_text())
+    b = json.loads(build_ref(apart, tmp_path / "b.json").read_text())
+    assert a["tasks"] == b["tasks"]
+
+
+@pytest.mark.parametrize(("policy", "expected"), [("clamp", PABEE_CLAMP), ("linear", PABEE_LINEAR)])
+def test_score_json_has_known_elue_scores(runs: Path, tmp_path: Path, policy, expected):
+    ref = build_ref(runs, tmp_path / "ref.json")
+    result = invoke("score", runs, "--reference", ref, "--extrapolate", policy, "--json")
+    assert result.exit_code == 0, result.stderr
+    data = json.loads(result.stdout)  # stdout holds the JSON alone
+    assert data["extrapolate"] == policy
+    rte = data["tasks"]["rte"]
+    assert rte["methods"]["static"]["elue"] == 0.0  # scored against itself: exactly zero
+    assert data["overall"]["static"] == 0.0
+    assert rte["methods"]["pabee"]["elue"] == pytest.approx(expected, abs=1e-6)
+    assert data["overall"]["pabee"] == pytest.approx(expected, abs=1e-6)
+    assert [r["method"] for r in data["ranking"]] == ["pabee", "static"]
+    by_value = {(p["method"], p["sweep_value"]): p for p in rte["points"]}
+    assert by_value[("pabee", 0.1)]["elue_delta"] == pytest.approx(5.5)
+    assert by_value[("pabee", 0.1)]["seeds"] == [0, 1]
+    # Pareto: pabee at 15 MFLOPs (70%) dominates static k=2..3 (20-30 MFLOPs, below 70%).
+    assert by_value[("pabee", 0.1)]["pareto"] and by_value[("pabee", 0.3)]["pareto"]
+    assert not by_value[("static", 2.0)]["pareto"] and not by_value[("static", 3.0)]["pareto"]
+    assert by_value[("static", 4.0)]["pareto"]  # 72% beats everything cheaper
+    assert not by_value[("pabee", 0.2)]["pareto"]  # 70% at 35 MFLOPs: pabee 0.1 is cheaper
+    hv = rte["hv_reference"]
+    assert hv["mflops"] == 60.0 and hv["mflops_source"] == "full model"  # static k = 6
+    # labels alternate 0/1: always predicting the majority (ties: the lower id) is 50% right
+    assert hv["metric"] == 50.0 and hv["metric_source"] == "majority-class baseline"
+    assert 0 < rte["hypervolume"] <= rte["auc"] <= 1
+
+
+def test_score_without_reference_prints_fronts(runs: Path, tmp_path: Path):
+    out_csv = tmp_path / "points.csv"
+    result = invoke("score", runs, "--csv", out_csv)
+    assert result.exit_code == 0, result.stderr
+    assert result.stdout == ""  # tables go to stderr
+    assert "Pareto front: rte" in result.stderr
+    rows = list(csv.DictReader(out_csv.open()))
+    assert len(rows) == 6 + 3  # seeds averaged: 6 static k, 3 pabee thresholds
+    assert {r["method"] for r in rows} == {"static", "pabee"}
+    assert all(r["elue_delta"] == "" for r in rows)
+
+
+def test_score_accepts_globs_and_single_dirs(runs: Path):
+    pattern = str(runs / "*" / "pabee" / "*" / "*")
+    result = invoke("score", pattern, "--json")
+    assert result.exit_code == 0, result.stderr
+    assert set(json.loads(result.stdout)["tasks"]["rte"]["methods"]) == {"pabee"}
+
+
+def test_compare_is_reproducible_and_brackets_the_difference(runs: Path):
+    args = ("score", runs, "--compare", "pabee", "static", "--bootstrap", "300", "--json")
+    first, second = invoke(*args), invoke(*args)
+    assert first.exit_code == 0, first.stderr
+    rows = json.loads(first.stdout)["compare"]
+    assert rows == json.loads(second.stdout)["compare"]
+    assert len(rows) == len(PABEE) + 1  # one per matched pair, then all pairs pooled
+    # pabee 0.1 (15 MFLOPs) lies 5 MFLOPs from static k=1 and k=2: the tie goes to the cheaper.
+    pair = next(r for r in rows if r["a"] and r["a"]["sweep_value"] == 0.1)
+    assert pair["b"]["sweep_value"] == 1.0
+    assert pair["pairing"] == "same samples, seeds averaged"  # both seeds saw the whole split
+    assert pair["difference"] == pytest.approx(70.0 - 63.0)  # per-sample accuracies reproduce
+    assert pair["ci_low"] <= pair["difference"] <= pair["ci_high"]
+    assert 0 < pair["p_value"] <= 1 and rows[-1]["a"] is None
+
+
+def one_line_error(result) -> str:
+    assert result.exit_code == 1, result.output
+    lines = result.stderr.strip().splitlines()
+    assert len(lines) == 1 and lines[0].startswith("error: "), result.stderr
+    return lines[0]
+
+
+def test_empty_directory(tmp_path: Path):
+    (tmp_path / "empty").mkdir()
+    assert "no run directories" in one_line_error(invoke("score", tmp_path / "empty"))
+
+
+def test_missing_path_and_empty_glob(tmp_path: Path):
+    assert "no such file" in one_line_error(invoke("score", tmp_path / "nope"))
+    assert "matches nothing" in one_line_error(invoke("score", str(tmp_path / "x*")))
+
+
+def test_mixed_flops_conventions(runs: Path):
+    write_run(runs, "deebert", PABEE, convention="1-flop-per-mac")
+    assert "mixed FLOPs conventions" in one_line_error(invoke("score", runs))
+
+
+def test_mismatched_splits(runs: Path):
+    write_run(runs, "deebert", PABEE, split="test")
+    assert "mixed splits" in one_line_error(invoke("score", runs))
+
+
+def test_point_missing_a_field(tmp_path: Path):
+    run = write_run(tmp_path, "pabee", PABEE)
+    lines = (run / POINTS_FILE).read_text().splitlines()
+    broken = json.loads(lines[1])
+    del broken["mean_flops"]
+    lines[1] = json.dumps(broken)
+    (run / POINTS_FILE).write_text("\n".join(lines) + "\n")
+    line = one_line_error(invoke("score", tmp_path))
+    assert f"{POINTS_FILE}:2" in line and "mean_flops" in line
+
+
+def test_nan_metric(tmp_path: Path):
+    run = write_run(tmp_path, "pabee", PABEE)
+    text = (run / POINTS_FILE).read_text().replace('"main":70.0', '"main":NaN', 1)
+    (run / POINTS_FILE).write_text(text)
+    assert "main is nan" in one_line_error(invoke("score", tmp_path))
+
+
+def test_empty_points_file(tmp_path: Path):
+    run = write_run(tmp_path, "pabee", PABEE)
+    (run / POINTS_FILE).write_text("")
+    assert "no operating points" in one_line_error(invoke("score", tmp_path))
+
+
+def test_reference_without_the_task(runs: Path, tmp_path: Path):
+    ref = build_ref(runs, tmp_path / "ref.json")
+    write_run(runs, "pabee", PABEE, task="sst2")
+    line = one_line_error(invoke("score", runs, "--reference", ref))
+    assert "no curve for task sst2" in line and "rte" in line
+
+
+def test_reference_of_another_convention(runs: Path, tmp_path: Path):
+    other = tmp_path / "other"
+    write_run(other, "static", static_points(0.0), convention="1-flop-per-mac")
+    ref = build_ref(other, tmp_path / "ref.json")
+    assert "FLOPs convention" in one_line_error(invoke("score", runs, "--reference", ref))
+
+
+@pytest.mark.parametrize("edit", ["schema", "extra", "json"])
+def test_malformed_reference_file(runs: Path, tmp_path: Path, edit: str):
+    ref = build_ref(runs, tmp_path / "ref.json")
+    data = json.loads(ref.read_text())
+    if edit == "schema":
+        data["schema_version"] = 99
+    elif edit == "extra":
+        data["tasks"]["rte"]["colour"] = "red"
+    ref.write_text(json.dumps(data) if edit != "json" else "{not json")
+    one_line_error(invoke("score", runs, "--reference", ref))
+
+
+def test_reference_build_refuses_non_static_and_mixed(runs: Path, tmp_path: Path):
+    line = one_line_error(invoke("reference", "build", runs, "--out", tmp_path / "r.json"))
+    assert "not static" in line
+    write_run(runs / "more", "static", static_points(0.0), split="test", seed=5)
+    line = one_line_error(invoke("reference", "build", runs / "minilm-l6" / "static",
+                                 runs / "more", "--out", tmp_path / "r.json"))
+    assert "mixed splits" in line
+    assert not (tmp_path / "r.json").exists()
+
+
+def test_compare_unknown_method_is_a_usage_error(runs: Path):
+    result = invoke("score", runs, "--compare", "pabee", "bert")
+    assert result.exit_code == 2 and "no method 'bert'" in result.stderr
