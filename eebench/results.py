@@ -9,6 +9,8 @@ A run directory `runs/<model>/<method>/<task>/<config-hash>/` holds
                        test splits), `exit_layer` [P, N] (1-based), `prediction` [P, N] (label id,
                        or the score for regression), `exit_logits` [E, N, C]; row p of the
                        [P, N] arrays belongs to line p of points.jsonl
+- `ids.txt`            the sample ids in array order, one per line (a test file's index column,
+                       else the row number in the split)
 - `summary.json`       RunSummary: the run at a glance
 
 Metrics are in percent (ELUE's unit), FLOPs are per sample with the convention recorded.
@@ -31,6 +33,7 @@ CONFIG_FILE = "config.json"
 ENV_FILE = "env.json"
 POINTS_FILE = "points.jsonl"
 PREDICTIONS_FILE = "predictions.safetensors"
+IDS_FILE = "ids.txt"
 SUMMARY_FILE = "summary.json"
 
 

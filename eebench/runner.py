@@ -141,6 +141,7 @@ def execute(cfg: R.RunConfig, opts: RunOptions) -> Path:
         extra["lengths"] = arr["lengths"]
 
     _write_predictions(run_dir, arrays, extra)
+    R.atomic_write_text(run_dir / R.IDS_FILE, "".join(f"{i}\n" for i in eval_ex.ids))
     R.write_points(run_dir / R.POINTS_FILE, points)
     summary = _summary(cfg, run_dir, points, len(eval_ex), checkpoints)
     R.write_json(run_dir / R.SUMMARY_FILE, summary)

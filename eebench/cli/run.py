@@ -76,7 +76,7 @@ def run_command(
     """Benchmark a method: train or reuse a checkpoint, sweep exits in one pass, count FLOPs, time.
 
     Writes runs/<model>/<method>/<task>/<config-hash>/ (config, env, points, per-sample
-    predictions, summary). Rerunning the same command resumes or returns the finished run.
+    predictions, sample ids, summary). Rerunning the same command resumes or returns the finished run.
     """
     from eebench.cli.train import parse_settings
     from eebench.config import load_config
