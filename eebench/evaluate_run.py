@@ -12,12 +12,12 @@ import numpy as np
 
 from eebench import results as R
 from eebench.evaluate import (
+    Decisions,
     ExitOutputs,
     NeverExit,
     collect_exit_logits,
     compare,
     dynamic_batch,
-    dynamic_inference,
     simulate,
 )
 from eebench.methods.base import EarlyExitMethod, ExitRule
@@ -43,7 +43,9 @@ def evaluate_variant(cfg: R.RunConfig, method: EarlyExitMethod, spec: TaskSpec, 
     params = params_per_exit(model)
     timing = {**cfg.timing}
     subset = _timing_subset(len(enc), int(timing.get("samples", 200)), seed=0)
-    baseline = _time_full(model, enc, subset, timing, spec) if timing.get("enabled", True) else []
+    timed = timing.get("enabled", True)
+    baseline = _real_inference(model, NeverExit(), enc, subset, timing, spec, full=True)[0] \
+        if timed else []
 
     points, exit_layers, preds = [], [], []
     exit_layer_of = np.asarray(model.exit_layers)
@@ -54,9 +56,10 @@ def evaluate_variant(cfg: R.RunConfig, method: EarlyExitMethod, spec: TaskSpec, 
         flops = table.per_sample_flops(dec.exit_index, out.lengths)
         labelled = out.labels is not None
         metrics = compute_metrics(spec, dec.prediction, out.labels) if labelled else {}
-        agreement = _check_real(model, rule, enc, subset, dec, spec, opts)
-        timings = (_time_dynamic(model, rule, enc, subset, timing, spec)
-                   if timing.get("enabled", True) else [])
+        # real dynamic inference on the subset: timed, and checked against the simulation
+        timings, real = _real_inference(model, rule, enc, subset, timing, spec, full=False)
+        checks = [compare(dec, r, subset, spec.is_regression) for r in real]
+        agreement = max(checks, key=lambda c: c.disagreements)
         avg = float(layers.mean())
         points.append(R.OperatingPoint(
             method=cfg.method, task=cfg.task, split=cfg.split, seed=cfg.seed,
@@ -68,7 +71,7 @@ def evaluate_variant(cfg: R.RunConfig, method: EarlyExitMethod, spec: TaskSpec, 
             mean_mflops=float(flops.mean()) / 1e6, speedup=full_layers / avg,
             layer_saving=1 - avg / full_layers, params_total=params.total,
             params_mean_used=float(params.mean_used(dec.exit_index)),
-            timings=timings + baseline, disagreements=agreement.disagreements,
+            timings=(timings if timed else []) + baseline, disagreements=agreement.disagreements,
             disagreements_near_threshold=agreement.near_threshold,
         ))
         exit_layers.append(layers.astype(np.int16))
@@ -87,28 +90,16 @@ def _timing_subset(n: int, k: int, seed: int) -> np.ndarray:
     return np.sort(rng.choice(n, size=min(k, n), replace=False))
 
 
-def _check_real(model, rule: ExitRule, enc, subset: np.ndarray, simulated, spec: TaskSpec, opts):
-    """Real dynamic inference on the subset, at batch size 1 and batched, against the simulation."""
-    from eebench.batching import collate
-
-    worst = None
-    for bs in (1, opts.eval_batch_size):
-        batches = (collate(enc, subset[i:i + bs].tolist()) for i in range(0, len(subset), bs))
-        real = dynamic_inference(model, rule, batches, len(enc), spec.is_regression)
-        got = compare(simulated, real, subset, spec.is_regression)
-        if worst is None or got.disagreements > worst.disagreements:
-            worst = got
-    return worst
-
-
 def _batches(enc, subset: np.ndarray, bs: int) -> list[dict]:
     from eebench.batching import collate
 
     return [collate(enc, subset[i:i + bs].tolist()) for i in range(0, len(subset), bs)]
 
 
-def _time(model, rule, enc, subset, timing: dict, spec: TaskSpec, full: bool) -> list[R.Timing]:
-    """Wall time of real inference over the timing subset, per batch size (raw values kept)."""
+def _real_inference(model, rule: ExitRule, enc, subset: np.ndarray, timing: dict,
+                    spec: TaskSpec, full: bool) -> tuple[list[R.Timing], list[Decisions]]:
+    """Real inference over the subset at each timing batch size: wall time per batch (raw values
+    kept) and the decisions it took, in split positions (rows outside the subset stay 0)."""
     from eebench.measure.timing import (
         Stopwatch,
         device_description,
@@ -117,34 +108,33 @@ def _time(model, rule, enc, subset, timing: dict, spec: TaskSpec, full: bool) ->
     )
 
     device = next(model.parameters()).device
-    out = []
+    timings, decisions = [], []
+    repeats = int(timing.get("repeats", 1)) if timing.get("enabled", True) else 1
     for bs in timing.get("batch_sizes", [1, 32]):
         batches = [{k: v.to(device) for k, v in b.items()} for b in _batches(enc, subset, bs)]
         for b in batches[: int(timing.get("warmup", 5))]:
             dynamic_batch(model, rule, b, spec.is_regression, full=full)
         reset_peak_memory(device)
         watch = Stopwatch(device)
-        repeats = int(timing.get("repeats", 1))
+        exit_index = np.zeros(len(enc), dtype=np.int64)
+        prediction = np.zeros(len(enc), dtype=np.float64)
         for _ in range(repeats):
             for b in batches:
                 with watch.time():
-                    dynamic_batch(model, rule, b, spec.is_regression, full=full)
+                    e, p = dynamic_batch(model, rule, b, spec.is_regression, full=full)
+                idx = b["index"].cpu().numpy()
+                exit_index[idx], prediction[idx] = e.numpy(), p.numpy()
+        if not spec.is_regression:
+            prediction = prediction.astype(np.int64)
+        decisions.append(Decisions(exit_index, prediction, np.full(len(enc), np.inf)))
         total_s = sum(watch.raw_ms) / 1e3 / repeats
-        out.append(R.Timing(
+        timings.append(R.Timing(
             device=device_description(device), batch_size=bs,
             mode="full" if full else "dynamic", latency_ms=watch.summary(),
             throughput=len(subset) / total_s if total_s > 0 else None,
             peak_memory_mb=peak_memory_mb(device), raw_ms=[round(x, 4) for x in watch.raw_ms],
         ))
-    return out
-
-
-def _time_dynamic(model, rule, enc, subset, timing, spec):
-    return _time(model, rule, enc, subset, timing, spec, full=False)
-
-
-def _time_full(model, enc, subset, timing, spec):
-    return _time(model, NeverExit(), enc, subset, timing, spec, full=True)
+    return timings, decisions
 
 
 def _progress_task(opts, description: str, total: int) -> Any:
