@@ -47,6 +47,7 @@ def evaluate_variant(cfg: R.RunConfig, method: EarlyExitMethod, spec: TaskSpec, 
     baseline = _real_inference(model, NeverExit(), enc, subset, timing, spec, full=True)[0] \
         if timed else []
 
+    sweep_task = _progress_task(opts, f"{cfg.method} {cfg.task}: sweep, check, time", len(values))
     points, exit_layers, preds = [], [], []
     exit_layer_of = np.asarray(model.exit_layers)
     for value in values:
@@ -76,7 +77,7 @@ def evaluate_variant(cfg: R.RunConfig, method: EarlyExitMethod, spec: TaskSpec, 
         ))
         exit_layers.append(layers.astype(np.int16))
         preds.append(dec.prediction.astype(np.float32 if spec.is_regression else np.int64))
-        _advance(opts, None, 0)
+        _advance(opts, sweep_task, 1)
     arrays = {"exit_layer": np.stack(exit_layers), "prediction": np.stack(preds),
               "lengths": out.lengths.astype(np.int32)}
     if out.labels is not None:

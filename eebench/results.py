@@ -117,6 +117,10 @@ class RunSummary(_Data):
     finished: bool = True
 
 
+_UMASK = os.umask(0o022)
+os.umask(_UMASK)
+
+
 def atomic_write_text(path: Path, text: str) -> None:
     """Write via a temporary file in the same directory and rename: never a half-written file."""
     path.parent.mkdir(parents=True, exist_ok=True)
@@ -124,6 +128,7 @@ def atomic_write_text(path: Path, text: str) -> None:
     try:
         with os.fdopen(fd, "w", encoding="utf-8") as f:
             f.write(text)
+        os.chmod(tmp, 0o666 & ~_UMASK)  # mkstemp makes 0600 files; results are for sharing
         os.replace(tmp, path)
     except BaseException:
         Path(tmp).unlink(missing_ok=True)

@@ -1,0 +1,169 @@
+"""`eebench submit`, `validate`, `export-elue` and `eebench leaderboard build|schema`.
+
+Thin: each command calls eebench.submit and prints. Verdicts and tables go to stderr, `--json` to
+stdout alone. A file that fails validation is one line naming the file and the reason, and exit
+code 1.
+"""
+
+from __future__ import annotations
+
+from enum import Enum
+from pathlib import Path
+from typing import Annotated
+
+import typer
+
+from eebench.cli import app, make_app
+from eebench.cli.common import DataDirOption, JsonOption, err_console, print_json, resolve_data_dir
+from eebench.errors import DataError, EebenchError
+
+PANEL = "Leaderboard"
+
+leaderboard_app = make_app("The static leaderboard page and the submission JSON Schema.")
+app.add_typer(leaderboard_app, name="leaderboard", rich_help_panel=PANEL)
+
+
+class Extrapolate(str, Enum):
+    clamp = "clamp"
+    linear = "linear"
+
+
+@app.command("submit", rich_help_panel=PANEL)
+def submit_command(
+    runs: Annotated[list[str], typer.Argument(
+        help="Run directories, parent directories or glob patterns (one model and method).",
+        show_default=False)],
+    out: Annotated[Path, typer.Option("--out", "-o", help="Where to write the submission JSON.",
+                                      show_default=False)],
+    reference: Annotated[Path | None, typer.Option(
+        "--reference", "-r", help="Reference curves JSON: adds the ELUE score.",
+        show_default=False)] = None,
+    name: Annotated[str | None, typer.Option(
+        "--name", help="Name on the leaderboard (default: <model>-<method>).",
+        show_default=False)] = None,
+    data_dir: Path | None = DataDirOption,
+    extrapolate: Annotated[Extrapolate, typer.Option(
+        "--extrapolate", help="Reference curve outside its FLOPs range (with --reference).",
+    )] = Extrapolate.clamp,
+    json_out: bool = JsonOption,
+) -> None:
+    """Build a leaderboard submission (JSON) from run directories of one model and method.
+
+    It holds every operating point, hashes of the data files and per-sample predictions, the
+    hardware and software versions, and the ELUE score when a reference is given."""
+    from eebench.submit.build import build_submission, write_submission
+
+    sub = build_submission(runs, data_dir=resolve_data_dir(data_dir), reference=reference,
+                           name=name, extrapolate=extrapolate.value)
+    write_submission(sub, out)
+    n_runs = sum(len(t.runs) for t in sub.tasks.values())
+    score = f", ELUE {sub.elue.overall:+.2f}" if sub.elue is not None else ""
+    err_console.print(f"wrote {out}: {sub.name} ({sub.model.name}, {sub.method.name}), "
+                      f"{len(sub.tasks)} tasks, {n_runs} runs{score}", soft_wrap=True)
+    if json_out:
+        print_json(sub.model_dump(mode="json"))
+
+
+@app.command("validate", rich_help_panel=PANEL)
+def validate_command(
+    files: Annotated[list[Path], typer.Argument(help="Submission JSON files.",
+                                                show_default=False)],
+    json_out: bool = JsonOption,
+) -> None:
+    """Check submission files: size, JSON, schema, ranges and consistency.
+
+    Prints `ok` or the one-line reason per file; the exit code is 1 when any file fails."""
+    from eebench.submit.validate import validate_file
+
+    verdicts = [validate_file(f) for f in files]
+    for v in verdicts:
+        typer.echo(f"{v.path}: {'ok' if v.ok else v.reason}", err=True)
+    if json_out:
+        print_json([{"file": str(v.path), "ok": v.ok, "reason": v.reason} for v in verdicts])
+    if not all(v.ok for v in verdicts):
+        raise typer.Exit(1)
+
+
+@app.command("export-elue", rich_help_panel=PANEL)
+def export_elue_command(
+    run: Annotated[Path, typer.Argument(help="A test-split run directory.", show_default=False)],
+    out: Annotated[Path, typer.Option("--out", "-o", help="Directory for the TSV files.",
+                                      show_default=False)],
+    json_out: bool = JsonOption,
+) -> None:
+    """Write ELUE's test-prediction files (index, pred, modules) for every operating point."""
+    from rich.table import Table
+
+    from eebench.submit.export_elue import export_elue
+
+    result = export_elue(run, out)
+    table = Table(title=f"ELUE test files in {out}")
+    for col in ("file", "rows", "avg exit layer", "MFLOPs"):
+        table.add_column(col, justify="left" if col == "file" else "right")
+    for f in result.files:
+        table.add_row(f.path.name, str(f.rows), f"{f.avg_exit_layer:.2f}", f"{f.mean_mflops:.2f}")
+    err_console.print(table)
+    if not result.complete:
+        err_console.print(f"warning: {result.rows} of {result.expected_rows} test rows: ELUE "
+                          "scores complete test files (run without --max-eval-samples)",
+                          soft_wrap=True)
+    if json_out:
+        print_json({"rows": result.rows, "expected_rows": result.expected_rows,
+                    "complete": result.complete,
+                    "files": [{"path": str(f.path), "task": f.task, "sweep_param": f.sweep_param,
+                               "sweep_value": f.sweep_value, "rows": f.rows,
+                               "avg_exit_layer": f.avg_exit_layer, "mean_mflops": f.mean_mflops}
+                              for f in result.files]})
+
+
+@leaderboard_app.command("build")
+def leaderboard_build(
+    submissions: Annotated[Path, typer.Argument(help="Directory of submission JSON files.",
+                                                show_default=False)],
+    out: Annotated[Path, typer.Option("--out", "-o", help="Output directory for index.html.")
+                   ] = Path("leaderboard/site"),
+    json_out: bool = JsonOption,
+) -> None:
+    """Validate every submission and write a static, self-contained leaderboard page."""
+    from eebench.submit.site import build_site
+
+    site = build_site(submissions, out)
+    for v in site.rejected:
+        typer.echo(f"rejected {v.path}: {v.reason}", err=True)
+    err_console.print(f"wrote {site.index}: {len(site.accepted)} submissions, "
+                      f"{len(site.rejected)} rejected", soft_wrap=True)
+    if json_out:
+        print_json({"index": str(site.index),
+                    "accepted": [str(v.path) for v in site.accepted],
+                    "rejected": [{"file": str(v.path), "reason": v.reason}
+                                 for v in site.rejected]})
+
+
+@leaderboard_app.command("schema")
+def leaderboard_schema(
+    out: Annotated[Path | None, typer.Option(
+        "--out", "-o", help="Write the JSON Schema here (default: stdout).", show_default=False)
+    ] = None,
+    check: Annotated[bool, typer.Option(
+        "--check", help="Fail if --out differs from the schema instead of writing it.")] = False,
+) -> None:
+    """The submission format as JSON Schema, generated from the pydantic models."""
+    from eebench.results import atomic_write_text
+    from eebench.submit.schema import json_schema_text
+
+    text = json_schema_text()
+    if out is None:
+        typer.echo(text, nl=False)
+        return
+    if check:
+        try:
+            current = out.read_text(encoding="utf-8")
+        except OSError as e:
+            raise DataError(f"{out}: cannot read ({e.strerror})") from None
+        if current != text:
+            raise EebenchError(f"{out} is out of date",
+                               hint=f"eebench leaderboard schema --out {out}")
+        err_console.print(f"{out} is up to date")
+        return
+    atomic_write_text(out, text)
+    err_console.print(f"wrote {out}")

@@ -1,0 +1,227 @@
+"""Build a leaderboard submission from run directories (what `eebench submit` writes).
+
+Runs are read with eebench.score (the same loader and checks `eebench score` uses), so a
+submission holds exactly what a score would be computed from. One submission is one model with
+one method, settings and FLOPs convention: several tasks and seeds are welcome, a mix of models or
+methods is refused with one line, because a leaderboard row must describe one thing.
+
+Provenance is recorded as hashes, never as copies: sha256 of every data file the runs read (found
+through the task specs' local file paths under the data directory; null when the data came from
+the hub), of each run's per-sample predictions, and of a local model's weights.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+from collections.abc import Sequence
+from datetime import datetime, timezone
+from pathlib import Path
+
+from eebench.errors import DataError
+from eebench.results import ENV_FILE, PREDICTIONS_FILE
+from eebench.submit import schema as S
+
+FLOPS_COUNTER = ("eebench per-module cost table: fvcore, cross-checked with torch "
+                 "FlopCounterMode, summed along each sample's executed path at its token length")
+HASH_CHUNK = 1 << 20
+
+
+def sha256_file(path: Path) -> str:
+    h = hashlib.sha256()
+    with open(path, "rb") as f:
+        while chunk := f.read(HASH_CHUNK):
+            h.update(chunk)
+    return h.hexdigest()
+
+
+def model_dir_sha256(directory: Path) -> str | None:
+    """sha256 over config.json and *.safetensors of a model directory: each file's name and
+    bytes, in name order (None when it has no weights in safetensors)."""
+    files = sorted(p for p in directory.iterdir()
+                   if p.is_file() and (p.name == "config.json" or p.suffix == ".safetensors"))
+    if not any(p.suffix == ".safetensors" for p in files):
+        return None
+    h = hashlib.sha256()
+    for p in files:
+        h.update(p.name.encode() + b"\0" + bytes.fromhex(sha256_file(p)))
+    return h.hexdigest()
+
+
+def _one(runs, what: str, value) -> str:
+    """The single value of `what` over the runs, or a one-line refusal."""
+    seen = {value(r) for r in runs}
+    if len(seen) > 1:
+        raise DataError(f"runs of mixed {what}: {', '.join(sorted(seen))}",
+                        hint="a submission holds one model and method; submit each separately")
+    return seen.pop()
+
+
+def _model_info(name: str, num_layers: int, params: int) -> S.ModelInfo:
+    from eebench.errors import EebenchError
+    from eebench.models.backbones import resolve_backbone
+
+    try:
+        where = resolve_backbone(name)
+    except EebenchError:  # a local directory that is gone since the runs: no hash to record
+        where = name
+    local = Path(where).is_dir() or name.startswith((".", "/", "~"))
+    return S.ModelInfo(
+        name=name, source="local" if local else "hub", revision=None,
+        local_sha256=model_dir_sha256(Path(where)) if Path(where).is_dir() else None,
+        num_layers=num_layers, params=params,
+    )
+
+
+def _data_files(task: str, split: str, data_dir: Path | None) -> list[S.DataFile]:
+    """The files a run of `task` read: train and dev (training), and the evaluated split."""
+    from eebench.tasks.spec import get_task
+
+    spec = get_task(task)
+    out = []
+    for s in dict.fromkeys(("train", "dev", split)):
+        if data_dir is not None and s in spec.local:
+            path = Path(data_dir) / spec.local[s].path
+            if not path.is_file():
+                raise DataError(f"{path}: missing (the runs of {task} read it)",
+                                hint="pass the --data-dir the runs used")
+            out.append(S.DataFile(split=s, source="local", path=spec.local[s].path,
+                                  sha256=sha256_file(path)))
+        elif data_dir is None and spec.hub is not None and s in spec.hub.splits:
+            hub = f"{spec.hub.path}/{spec.hub.name}" if spec.hub.name else spec.hub.path
+            out.append(S.DataFile(split=s, source="hub", path=f"{hub}:{spec.hub.splits[s]}"))
+        elif data_dir is None and s in spec.local:  # not on the hub: a local file, unhashed
+            out.append(S.DataFile(split=s, source="local", path=spec.local[s].path))
+    return out
+
+
+def _environment(run_dir: Path) -> S.Environment:
+    path = run_dir / ENV_FILE
+    try:
+        env = json.loads(path.read_text(encoding="utf-8"))
+    except OSError:
+        raise DataError(f"{path}: missing (every run directory holds its environment)") from None
+    except json.JSONDecodeError as e:
+        raise DataError(f"{path}: not JSON ({e.msg})") from None
+    gpu = env.get("gpu") or None
+    git = env.get("git") or {}
+    return S.Environment(
+        cpu=env.get("cpu"), cpu_cores=env.get("cpu_cores_usable") or env.get("cpu_cores"),
+        torch_threads=env.get("torch_threads"),
+        gpu=None if gpu is None else S.Gpu(
+            name=gpu["name"], count=gpu["count"], memory_gb=gpu.get("memory_gb"),
+            driver=gpu.get("driver"), cuda=gpu.get("cuda")),
+        os=env.get("os"), python=env.get("python"), packages=env.get("packages") or {},
+        git_commit=git.get("commit"), git_dirty=git.get("dirty"),
+    )
+
+
+def _point(p) -> S.OperatingPoint:
+    return S.OperatingPoint(
+        sweep_value=p.sweep_value, metrics=dict(p.metrics), main=p.main,
+        mean_flops=p.mean_flops, mean_mflops=p.mean_mflops, params_total=p.params_total,
+        params_mean_used=p.params_mean_used, avg_exit_layer=p.avg_exit_layer,
+        exit_histogram=list(p.exit_histogram),
+        timings=[S.Timing(mode=t.mode, batch_size=t.batch_size, device=t.device,
+                          latency_ms=dict(t.latency_ms), throughput=t.throughput,
+                          peak_memory_mb=t.peak_memory_mb) for t in p.timings],
+    )
+
+
+def _elue(points, reference: Path, extrapolate: str, label: str) -> S.EluScore:
+    from eebench import score as sc
+    from eebench.score.elue import overall
+
+    ref = sc.load_reference(reference)
+    per_task = sc.score(points, ref, extrapolate).elue.get(label, {})
+    return S.EluScore(reference=ref.name, reference_model=ref.model, extrapolate=extrapolate,
+                      tasks=dict(sorted(per_task.items())), overall=overall(per_task))
+
+
+def _eebench_info() -> S.EebenchInfo:
+    from eebench import __version__
+    from eebench.measure.env import git_state
+
+    git = git_state() or {}
+    return S.EebenchInfo(version=__version__, git_commit=git.get("commit"),
+                         git_dirty=git.get("dirty"))
+
+
+def build_submission(
+    inputs: Sequence[str | Path],
+    data_dir: Path | None = None,
+    reference: Path | None = None,
+    name: str | None = None,
+    extrapolate: str = "clamp",
+) -> S.Submission:
+    """A Submission from run directories (or parents, or globs), validated before it is returned."""
+    from pydantic import ValidationError
+
+    from eebench.submit.validate import check_submission, schema_error
+
+    try:
+        sub = _build(inputs, data_dir, reference, name, extrapolate)
+    except ValidationError as e:  # a run holds a value the leaderboard format cannot carry
+        raise DataError(f"the runs do not make a valid submission: {schema_error(e)}") from None
+    check_submission(sub)
+    return sub
+
+
+def _build(inputs: Sequence[str | Path], data_dir: Path | None, reference: Path | None,
+           name: str | None, extrapolate: str) -> S.Submission:
+    from eebench import score as sc
+
+    runs = sc.load_runs(inputs)
+    model = _one(runs, "models", lambda r: r.config.model)
+    method = _one(runs, "methods", lambda r: r.config.method)
+    _one(runs, "method settings", lambda r: json.dumps(r.config.method_settings, sort_keys=True))
+    convention = _one(runs, "FLOPs conventions", lambda r: r.config.flops_convention)
+    raw = sc.raw_points(runs)
+    sc.check_consistent(raw)
+    points = sc.aggregate_seeds(raw)  # refuses a seed given twice for one task
+    num_layers = int(_one(runs, "model depths", lambda r: str(r.points[0].num_layers)))
+
+    envs: list[S.Environment] = []
+    entries: dict[str, list[S.RunEntry]] = {}
+    for run in sorted(runs, key=lambda r: (r.config.task, r.config.seed)):
+        env = _environment(run.path)
+        if env not in envs:
+            envs.append(env)
+        predictions = run.path / PREDICTIONS_FILE
+        if not predictions.is_file():
+            raise DataError(f"{predictions}: missing (a submission records its sha256)")
+        entries.setdefault(run.config.task, []).append(S.RunEntry(
+            seed=run.config.seed, config_hash=run.config.key(),
+            n_samples=run.points[0].n_samples, predictions_sha256=sha256_file(predictions),
+            environment=envs.index(env), points=[_point(p) for p in run.points],
+        ))
+    first = {rp.point.task: rp.point for rp in reversed(raw)}  # each task's first point
+    tasks = {
+        task: S.TaskEntry(
+            split=first[task].split, main_metric=first[task].main_metric,
+            metrics=list(first[task].metrics), num_layers=num_layers,
+            data_files=_data_files(task, first[task].split, data_dir), runs=runs_of_task,
+        )
+        for task, runs_of_task in entries.items()
+    }
+
+    params = max(p.params_total for r in runs for p in r.points)
+    label = raw[0].label
+    return S.Submission(
+        name=name or f"{model.rstrip('/').split('/')[-1]}-{method}",
+        created=datetime.now(timezone.utc).replace(microsecond=0).isoformat(),
+        model=_model_info(model, num_layers, params),
+        method=S.MethodInfo(name=method, sweep_param=runs[0].points[0].sweep_param,
+                            settings=dict(runs[0].config.method_settings)),
+        flops=S.FlopsInfo(convention=convention, counter=FLOPS_COUNTER),
+        seeds=sorted({r.config.seed for r in runs}),
+        tasks=tasks, environments=envs, eebench=_eebench_info(),
+        elue=_elue(points, reference, extrapolate, label) if reference is not None else None,
+    )
+
+
+def write_submission(sub: S.Submission, out: Path) -> None:
+    from eebench.results import atomic_write_text
+
+    atomic_write_text(Path(out), sub.model_dump_json(indent=2) + "\n")
+    Path(out).chmod(0o644)  # a file to share: readable by others, like any file a user writes

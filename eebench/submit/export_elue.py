@@ -1,0 +1,197 @@
+"""ELUE test-file export: one prediction TSV per operating point of a test-split run.
+
+ELUE scores test predictions it holds the labels for, and counts FLOPs itself from what each sample
+executed. So every row says which modules ran, with their input shapes at the sample's real token
+length n (hidden size d):
+
+    index	pred	modules
+    0	entailment	(15),emb; (15,384),layer_1; (384),exit_1; (15,384),layer_2; (384),exit_2
+
+`index` is the test file's index column (the run's ids.txt), `pred` the label as the task's label
+set names it (the score for regression), and `modules` the embeddings, layers 1..k and every exit
+head evaluated on the way to the sample's exit layer k (a static model has only its one head).
+Everything comes from the run directory: ids.txt, predictions.safetensors (`exit_layer` [P, N],
+`prediction` [P, N], `lengths` [N]) and the exit layers in the checkpoints' model_config.json.
+"""
+
+from __future__ import annotations
+
+import json
+from dataclasses import dataclass
+from pathlib import Path
+
+import numpy as np
+
+from eebench import results as R
+from eebench.errors import DataError, UsageError
+from eebench.results import atomic_write_text
+
+HEADER = ("index", "pred", "modules")
+
+
+@dataclass(frozen=True)
+class Structure:
+    """What a sample can execute: hidden size and the layers that carry an exit head."""
+
+    hidden: int
+    exit_layers: tuple[int, ...]
+
+
+@dataclass(frozen=True)
+class ExportedFile:
+    path: Path
+    task: str
+    sweep_param: str
+    sweep_value: float
+    rows: int
+    avg_exit_layer: float
+    mean_mflops: float
+
+
+@dataclass(frozen=True)
+class Export:
+    files: list[ExportedFile]
+    rows: int  # test rows in each file
+    expected_rows: int | None  # the published size of the split, when known
+
+    @property
+    def complete(self) -> bool:
+        return self.expected_rows is None or self.rows == self.expected_rows
+
+
+def modules(length: int, exit_layer: int, structure: Structure) -> str:
+    """The executed modules of one sample, with input shapes at its token length."""
+    n, d = int(length), structure.hidden
+    parts = [f"({n}),emb"]
+    for layer in range(1, int(exit_layer) + 1):
+        parts.append(f"({n},{d}),layer_{layer}")
+        if layer in structure.exit_layers:
+            parts.append(f"({d}),exit_{layer}")
+    return "; ".join(parts)
+
+
+def file_name(task: str, split: str, sweep_param: str, value: float) -> str:
+    """`<task>_<sweep_param>-<value>.tsv`; a second test split (MNLI's mismatched) is named."""
+    where = task if split == "test" else f"{task}-{split}"
+    return f"{where}_{sweep_param}-{value:g}.tsv"
+
+
+def _read_json(path: Path) -> dict:
+    try:
+        return json.loads(path.read_text(encoding="utf-8"))
+    except OSError:
+        raise DataError(f"{path}: missing") from None
+    except json.JSONDecodeError as e:
+        raise DataError(f"{path}: not JSON ({e.msg})") from None
+
+
+def _structure_from_checkpoint(path: Path) -> Structure | None:
+    cfg_path = path / "model_config.json"
+    if not cfg_path.is_file():
+        return None
+    cfg = _read_json(cfg_path)
+    try:
+        return Structure(hidden=int(cfg["backbone_config"]["hidden_size"]),
+                         exit_layers=tuple(int(x) for x in cfg["exit_layers"]))
+    except (KeyError, TypeError, ValueError):
+        raise DataError(f"{cfg_path}: no hidden_size or exit_layers in it") from None
+
+
+def _hidden_of(model: str) -> int:
+    """The backbone's hidden size, when the run's checkpoints are gone."""
+    from transformers import AutoConfig
+
+    from eebench.models.backbones import from_pretrained
+
+    return int(from_pretrained(AutoConfig.from_pretrained, model).hidden_size)
+
+
+def structures(run_dir: Path, cfg: R.RunConfig, points: list[R.OperatingPoint]
+               ) -> list[Structure]:
+    """One Structure per point: from the checkpoints' model_config.json, else by the methods'
+    rule (deebert and pabee have an exit after every layer 1..L, static only after layer k)."""
+    from eebench.methods.base import get_method
+
+    summary = R.RunSummary.model_validate(_read_json(run_dir / R.SUMMARY_FILE))
+    found = [s for c in summary.checkpoints if (s := _structure_from_checkpoint(Path(c)))]
+    static = get_method(cfg.method, **cfg.method_settings).static
+    out = []
+    for p in points:
+        if static:
+            k = int(p.sweep_value)
+            match = [s for s in found if s.exit_layers == (k,)]
+            out.append(match[0] if match else None)
+        else:
+            out.append(found[0] if len(found) == 1 else None)
+    if any(s is None for s in out):
+        hidden = found[0].hidden if found else _hidden_of(cfg.model)
+        out = [s or Structure(hidden, (int(p.sweep_value),) if static
+                              else tuple(range(1, p.num_layers + 1)))
+               for s, p in zip(out, points)]
+    return out
+
+
+def _pred_text(value, labels: tuple[str, ...] | None) -> str:
+    if labels is None:
+        return f"{float(value):.6g}"
+    return labels[int(value)]
+
+
+def export_elue(run_dir: Path, out_dir: Path) -> Export:
+    """Write one TSV per operating point of a test-split run (names: `file_name`)."""
+    from safetensors.numpy import load_file
+
+    from eebench.tasks.spec import get_task
+
+    run_dir, out_dir = Path(run_dir), Path(out_dir)
+    if not (run_dir / R.CONFIG_FILE).is_file():
+        raise DataError(f"{run_dir}: not a run directory (no {R.CONFIG_FILE})")
+    cfg = R.RunConfig.model_validate(_read_json(run_dir / R.CONFIG_FILE))
+    if not cfg.split.startswith("test"):
+        raise UsageError(f"{run_dir}: a {cfg.split}-split run; ELUE takes test-set predictions",
+                         hint=f"eebench run --split test ... (task {cfg.task})")
+    spec = get_task(cfg.task)
+    points = R.read_points(run_dir / R.POINTS_FILE)
+    pred_path = run_dir / R.PREDICTIONS_FILE
+    if not pred_path.is_file():
+        raise DataError(f"{pred_path}: missing")
+    arrays = load_file(str(pred_path))
+    for key in ("exit_layer", "prediction", "lengths"):
+        if key not in arrays:
+            raise DataError(f"{pred_path}: no {key!r} array", hint="rerun with --overwrite")
+    exit_layer, prediction, lengths = arrays["exit_layer"], arrays["prediction"], arrays["lengths"]
+    n = len(lengths)
+    if exit_layer.shape != (len(points), n) or prediction.shape != exit_layer.shape:
+        raise DataError(f"{pred_path}: arrays of shape {exit_layer.shape} and "
+                        f"{prediction.shape} for {len(points)} points and {n} samples")
+    ids_path = run_dir / R.IDS_FILE
+    if not ids_path.is_file():
+        raise DataError(f"{ids_path}: missing (it holds the test file's index column)",
+                        hint="rerun the run with --overwrite")
+    ids = ids_path.read_text(encoding="utf-8").splitlines()
+    if len(ids) != n:
+        raise DataError(f"{ids_path}: {len(ids)} ids for {n} samples")
+
+    names = [file_name(cfg.task, cfg.split, p.sweep_param, p.sweep_value) for p in points]
+    if len(set(names)) != len(names):
+        raise DataError(f"{run_dir / R.POINTS_FILE}: a sweep value appears twice")
+    files = []
+    for row, (p, s, name) in enumerate(zip(points, structures(run_dir, cfg, points), names)):
+        layers = exit_layer[row]
+        bad = sorted(set(np.unique(layers).tolist()) - set(s.exit_layers))
+        if bad:
+            raise DataError(f"{pred_path}: point {row} exits at layer {bad[0]}, which has no exit "
+                            f"head (exits after layers {list(s.exit_layers)})")
+        preds = prediction[row]
+        if spec.labels is not None and (preds.min() < 0 or preds.max() >= len(spec.labels)):
+            raise DataError(f"{pred_path}: point {row} predicts a label id outside "
+                            f"0..{len(spec.labels) - 1}")
+        lines = ["\t".join(HEADER)]
+        lines += [f"{ids[i]}\t{_pred_text(prediction[row, i], spec.labels)}\t"
+                  f"{modules(lengths[i], layers[i], s)}" for i in range(n)]
+        path = out_dir / name
+        atomic_write_text(path, "\n".join(lines) + "\n")
+        files.append(ExportedFile(path=path, task=cfg.task, sweep_param=p.sweep_param,
+                                  sweep_value=p.sweep_value, rows=n,
+                                  avg_exit_layer=p.avg_exit_layer, mean_mflops=p.mean_mflops))
+    return Export(files=files, rows=n, expected_rows=spec.expected_rows.get(cfg.split))

@@ -1,0 +1,233 @@
+"""Check a submission file from anyone: size, JSON, schema, ranges, consistency. One-line reasons.
+
+The order matters. The size is checked on the file system before a byte is read (a 200 MB file is
+refused without being parsed into memory); then the JSON is parsed with hooks that refuse NaN,
+infinity and duplicate keys (Python's json module accepts all three); then the pydantic schema
+(types, missing and unknown fields); then what no schema can say: metric ranges per metric, a
+histogram that adds up to the sample count, an average exit layer that is the histogram's mean,
+FLOPs that never fall as samples run deeper. Nothing in the file is ever executed or imported:
+it is only ever data given to json.loads.
+"""
+
+from __future__ import annotations
+
+import json
+import math
+import os
+import stat
+from collections.abc import Sequence
+from dataclasses import dataclass
+from pathlib import Path
+
+from pydantic import ValidationError
+
+from eebench.errors import DataError
+from eebench.submit.schema import SUBMISSION_SCHEMA_VERSION, OperatingPoint, Submission
+
+MAX_BYTES = 10 * 2**20  # 10 MiB: a full submission of every task and seed is well under 1 MiB
+SIGNED_METRICS = frozenset({"mcc", "pearson", "spearman", "pearson_and_spearman"})
+_UNION_TAGS = ("str", "int", "float", "bool", "list", "nullable", "function-after")
+
+
+@dataclass(frozen=True)
+class Verdict:
+    """The result for one file: ok with its submission, or the one-line reason it is refused."""
+
+    path: Path
+    submission: Submission | None
+    reason: str | None
+
+    @property
+    def ok(self) -> bool:
+        return self.reason is None
+
+
+def read_limited(path: Path, max_bytes: int = MAX_BYTES) -> bytes:
+    """The file's bytes, refusing anything but a regular file of at most `max_bytes`."""
+    try:
+        st = os.stat(path)
+    except OSError as e:
+        raise DataError(f"cannot read the file ({e.strerror})") from None
+    if not stat.S_ISREG(st.st_mode):
+        raise DataError("not a regular file")
+    if st.st_size > max_bytes:
+        raise DataError(f"file is {st.st_size:,} bytes, over the {max_bytes:,}-byte limit")
+    with open(path, "rb") as f:
+        data = f.read(max_bytes + 1)  # the file may have grown since stat
+    if len(data) > max_bytes:
+        raise DataError(f"file is over the {max_bytes:,}-byte limit")
+    return data
+
+
+def _refuse_constant(name: str):
+    raise ValueError(f"{name} is not a JSON number")
+
+
+def _finite_float(text: str) -> float:
+    value = float(text)
+    if not math.isfinite(value):
+        raise ValueError(f"number {text[:30]} is out of range")
+    return value
+
+
+def _no_duplicate_keys(pairs: list[tuple[str, object]]) -> dict:
+    out: dict = {}
+    for key, value in pairs:
+        if key in out:
+            raise ValueError(f"duplicate key {key[:60]!r}")
+        out[key] = value
+    return out
+
+
+def parse_json(data: bytes) -> object:
+    """Strict JSON: UTF-8, no NaN/Infinity, no out-of-range numbers, no duplicate keys."""
+    try:
+        text = data.decode("utf-8")
+    except UnicodeDecodeError as e:
+        raise DataError(f"not UTF-8 text (byte {e.start})") from None
+    try:
+        return json.loads(text, parse_constant=_refuse_constant, parse_float=_finite_float,
+                          object_pairs_hook=_no_duplicate_keys)
+    except json.JSONDecodeError as e:
+        raise DataError(f"not valid JSON: {e.msg} (line {e.lineno}, column {e.colno})") from None
+    except ValueError as e:  # our hooks, and integers too long to convert
+        raise DataError(f"not valid JSON: {_short(str(e))}") from None
+    except RecursionError:
+        raise DataError("not valid JSON: nested too deeply") from None
+
+
+def _short(text: str, n: int = 160) -> str:
+    line = " ".join(text.split())
+    return line if len(line) <= n else line[: n - 3] + "..."
+
+
+def _where(loc: Sequence[int | str]) -> str:
+    parts = [str(x) for x in loc
+             if not (isinstance(x, str) and (x in _UNION_TAGS or "[" in x))]
+    return ".".join(parts) or "(top level)"
+
+
+def schema_error(e: ValidationError) -> str:
+    """The first schema problem as one line: where, and what."""
+    err = e.errors()[0]
+    where, kind = _where(err["loc"]), err["type"]
+    if kind == "missing":
+        return f"{where}: required field missing"
+    if kind == "extra_forbidden":
+        return f"{where}: unknown field"
+    got = repr(err.get("input"))
+    return f"{where}: {_short(err['msg'], 120)} (got {_short(got, 40)})"
+
+
+def parse_submission(data: object) -> Submission:
+    """The schema check: a Submission, or a DataError naming the first problem."""
+    if not isinstance(data, dict):
+        raise DataError(f"not a submission: the top level is a JSON {type(data).__name__}, "
+                        "not an object")
+    version = data.get("schema_version")
+    if version != SUBMISSION_SCHEMA_VERSION or isinstance(version, bool):
+        raise DataError(f"schema_version {_short(repr(version), 40)} is not supported",
+                        hint=f"this eebench reads schema_version {SUBMISSION_SCHEMA_VERSION}")
+    try:
+        return Submission.model_validate(data)
+    except ValidationError as e:
+        raise DataError(schema_error(e)) from None
+
+
+# ---------------------------------------------------------------------------------- consistency
+def _close(a: float, b: float, rel: float = 1e-6, abs_: float = 1e-9) -> bool:
+    return math.isclose(a, b, rel_tol=rel, abs_tol=abs_)
+
+
+def _check_point(p: OperatingPoint, where: str, metrics: list[str], main_metric: str,
+                 num_layers: int, n_samples: int, model_params: int) -> None:
+    if set(p.metrics) != set(metrics):
+        raise DataError(f"{where}: metrics {sorted(p.metrics)} differ from the task's {metrics}")
+    for name, value in p.metrics.items():
+        low = -100.0 if name in SIGNED_METRICS else 0.0
+        if not low <= value <= 100.0:
+            raise DataError(f"{where}: {name} {value} is outside [{low:g}, 100]")
+    if p.main != p.metrics[main_metric]:
+        raise DataError(f"{where}: main {p.main} is not its {main_metric} "
+                        f"{p.metrics[main_metric]}")
+    hist = p.exit_histogram
+    if len(hist) != num_layers:
+        raise DataError(f"{where}: exit_histogram has {len(hist)} entries for a "
+                        f"{num_layers}-layer model")
+    if sum(hist) != n_samples:
+        raise DataError(f"{where}: exit_histogram adds up to {sum(hist)}, not the "
+                        f"{n_samples} samples of the run")
+    if not 1 <= p.avg_exit_layer <= num_layers:
+        raise DataError(f"{where}: avg_exit_layer {p.avg_exit_layer} is outside 1..{num_layers}")
+    mean = sum((i + 1) * h for i, h in enumerate(hist)) / n_samples
+    if not _close(p.avg_exit_layer, mean, rel=1e-6, abs_=1e-6):
+        raise DataError(f"{where}: avg_exit_layer {p.avg_exit_layer} is not the histogram's "
+                        f"mean {mean:.6g}")
+    if not _close(p.mean_mflops, p.mean_flops / 1e6):
+        raise DataError(f"{where}: mean_mflops {p.mean_mflops} is not mean_flops / 1e6")
+    if p.params_total > model_params or p.params_mean_used > p.params_total * (1 + 1e-9):
+        raise DataError(f"{where}: parameters exceed the model's ({p.params_mean_used:g} used, "
+                        f"{p.params_total} total, model {model_params})")
+
+
+def _check_flops_grow(points: list[OperatingPoint], where: str) -> None:
+    """One model on one task: running deeper on average never costs fewer FLOPs."""
+    ordered = sorted(points, key=lambda p: (p.avg_exit_layer, p.mean_flops))
+    for a, b in zip(ordered, ordered[1:]):
+        if b.mean_flops < a.mean_flops * (1 - 1e-9):
+            raise DataError(
+                f"{where}: FLOPs fall as samples run deeper (avg exit layer {a.avg_exit_layer:g}:"
+                f" {a.mean_flops:g} FLOPs, {b.avg_exit_layer:g}: {b.mean_flops:g})"
+            )
+
+
+def check_submission(sub: Submission) -> None:
+    """Everything no schema can say; the first problem is a DataError naming where it is."""
+    run_seeds: set[int] = set()
+    for task, t in sub.tasks.items():
+        if t.main_metric not in t.metrics or len(set(t.metrics)) != len(t.metrics):
+            raise DataError(f"tasks.{task}: main_metric {t.main_metric!r} must be one of its "
+                            f"metrics {t.metrics}, each named once")
+        if t.num_layers != sub.model.num_layers:
+            raise DataError(f"tasks.{task}: num_layers {t.num_layers} differs from the model's "
+                            f"{sub.model.num_layers}")
+        seeds = [r.seed for r in t.runs]
+        if len(set(seeds)) != len(seeds):
+            raise DataError(f"tasks.{task}: a seed appears in two runs ({sorted(seeds)})")
+        run_seeds.update(seeds)
+        for i, run in enumerate(t.runs):
+            where = f"tasks.{task}.runs.{i}"
+            if run.environment >= len(sub.environments):
+                raise DataError(f"{where}: environment {run.environment} does not exist "
+                                f"({len(sub.environments)} given)")
+            for j, p in enumerate(run.points):
+                _check_point(p, f"{where}.points.{j}", t.metrics, t.main_metric, t.num_layers,
+                             run.n_samples, sub.model.params)
+            _check_flops_grow(run.points, where)
+    if sorted(set(sub.seeds)) != sorted(run_seeds) or len(set(sub.seeds)) != len(sub.seeds):
+        raise DataError(f"seeds {sub.seeds} are not the seeds of the runs {sorted(run_seeds)}")
+    if sub.elue is not None:
+        extra = set(sub.elue.tasks) - set(sub.tasks)
+        if extra:
+            raise DataError(f"elue.tasks: score for a task without runs ({sorted(extra)[0]})")
+        mean = sum(sub.elue.tasks.values()) / len(sub.elue.tasks)
+        if not _close(sub.elue.overall, mean, rel=1e-6, abs_=1e-6):
+            raise DataError(f"elue.overall {sub.elue.overall} is not the mean of its tasks "
+                            f"({mean:.6g})")
+
+
+def validate_data(data: object) -> Submission:
+    """Schema and consistency of already parsed JSON; DataError with the first problem."""
+    sub = parse_submission(data)
+    check_submission(sub)
+    return sub
+
+
+def validate_file(path: Path, max_bytes: int = MAX_BYTES) -> Verdict:
+    """Check one file; never raises for a bad file (the reason is in the verdict)."""
+    path = Path(path)
+    try:
+        sub = validate_data(parse_json(read_limited(path, max_bytes)))
+    except DataError as e:
+        return Verdict(path, None, _short(str(e), 300))
+    return Verdict(path, sub, None)

@@ -1,0 +1,343 @@
+"""The submission format: JSON Schema and pydantic agree, hostile files are refused in one line,
+the committed schema is the generated one, and a tiny submission matches its golden file.
+
+Runs here are written directly as run directories (no model), so every number is known: the same
+files `eebench run` writes, with metrics, FLOPs and histograms computed from per-sample arrays.
+"""
+
+from __future__ import annotations
+
+import copy
+import hashlib
+import json
+import os
+import time
+import tracemalloc
+from pathlib import Path
+
+import jsonschema
+import numpy as np
+import pytest
+from safetensors.numpy import save_file
+
+from eebench import results as R
+from eebench.submit.build import build_submission, write_submission
+from eebench.submit.schema import (
+    SUBMISSION_SCHEMA_VERSION,
+    Submission,
+    json_schema,
+    json_schema_text,
+)
+from eebench.submit.validate import MAX_BYTES, parse_json, validate_data, validate_file
+
+REPO = Path(__file__).resolve().parents[1]
+GOLDEN = REPO / "tests" / "golden" / "submission_tiny.json"
+LAYERS = 3
+LENGTHS = np.array([12, 20, 9, 31, 15, 18, 25, 11, 40, 16], dtype=np.int32)
+LABELS = np.array([0, 1, 1, 0, 1, 0, 0, 1, 1, 0], dtype=np.int64)
+ENV = {"schema_version": 1, "cpu": "Test CPU", "cpu_cores": 2, "cpu_cores_usable": 2,
+       "torch_threads": 1, "gpu": None, "python": "3.11.7",
+       "packages": {"eebench": "0.1.0", "torch": "2.13.0"}, "os": "Linux",
+       "git": {"commit": "0" * 40, "dirty": False}}
+
+
+def _flops(layers: np.ndarray, exits_per_layer: bool) -> np.ndarray:
+    """A toy cost: 1000 FLOPs per token per layer, 50 per exit head evaluated."""
+    heads = layers if exits_per_layer else np.ones_like(layers)
+    return 1000.0 * LENGTHS * layers + 50.0 * heads
+
+
+def write_run(root: Path, method: str, seed: int, exit_layers: list[list[int]],
+              sweep: list[float], sweep_param: str, model: str = "org/tiny-bert",
+              task: str = "rte", params: int = 1_000_000, shift: int = 0) -> Path:
+    """A complete run directory whose points follow from its per-sample arrays."""
+    run_dir = root / f"{method}-{task}-{seed}-{shift}"
+    cfg = R.RunConfig(model=model, method=method, task=task, split="dev", seed=seed,
+                      sweep=sweep, max_seq_length=64, flops_convention="mac2-matmul",
+                      method_settings={"layers": None} if method == "static" else {})
+    layers = np.array(exit_layers, dtype=np.int16)
+    # the first shift + p predictions wrong: every shift scores differently
+    preds = np.stack([np.where(np.arange(len(LABELS)) < shift + p, 1 - LABELS, LABELS)
+                      for p in range(len(sweep))])
+    points = []
+    for p, value in enumerate(sweep):
+        flops = _flops(layers[p].astype(float), method != "static")
+        acc = float((preds[p] == LABELS).mean() * 100)
+        timing = R.Timing(device="cpu (1 threads)", batch_size=1, mode="dynamic",
+                          latency_ms={"p50": 1.5, "mean": 1.6}, throughput=600.0,
+                          peak_memory_mb=100.0, raw_ms=[1.5, 1.7])
+        points.append(R.OperatingPoint(
+            method=method, task=task, split="dev", seed=seed, sweep_param=sweep_param,
+            sweep_value=value, n_samples=len(LABELS), num_layers=LAYERS,
+            metrics={"accuracy": acc}, main_metric="accuracy", main=acc,
+            avg_exit_layer=float(layers[p].mean()),
+            exit_histogram=np.bincount(layers[p], minlength=LAYERS + 1)[1:].tolist(),
+            flops_convention="mac2-matmul", mean_flops=float(flops.mean()),
+            mean_mflops=float(flops.mean()) / 1e6, speedup=LAYERS / layers[p].mean(),
+            layer_saving=1 - layers[p].mean() / LAYERS, params_total=params,
+            params_mean_used=float(params) * 0.9, timings=[timing],
+        ))
+    R.write_json(run_dir / R.CONFIG_FILE, cfg)
+    R.write_json(run_dir / R.ENV_FILE, ENV)
+    R.write_points(run_dir / R.POINTS_FILE, points)
+    save_file({"exit_layer": layers, "prediction": preds, "labels": LABELS, "lengths": LENGTHS},
+              str(run_dir / R.PREDICTIONS_FILE))
+    R.atomic_write_text(run_dir / R.IDS_FILE, "".join(f"{i}\n" for i in range(len(LABELS))))
+    R.write_json(run_dir / R.SUMMARY_FILE, R.RunSummary(
+        model=model, method=method, task=task, split="dev", seed=seed,
+        config_hash=cfg.key(), n_samples=len(LABELS), num_points=len(points)))
+    return run_dir
+
+
+PABEE_LAYERS = [[1, 1, 2, 1, 1, 2, 1, 1, 3, 1], [2, 2, 2, 1, 2, 3, 2, 2, 3, 2],
+                [3, 3, 3, 2, 3, 3, 3, 3, 3, 3]]
+
+
+def write_method_runs(root: Path, seeds=(1, 2), **kw) -> list[Path]:
+    return [write_run(root, "pabee", s, PABEE_LAYERS, [1.0, 2.0, 3.0], "patience",
+                      shift=s, **kw) for s in seeds]
+
+
+def write_reference(root: Path, model: str = "org/tiny-bert") -> Path:
+    """Reference curves from static runs k = 1..3 (eebench.score.build_reference)."""
+    from eebench import score as sc
+
+    static = [[[k] * len(LABELS) for k in (1, 2, 3)]]
+    run = write_run(root / "static", "static", 1, static[0], [1.0, 2.0, 3.0], "layers",
+                    model=model, shift=5)
+    ref = sc.build_reference(sc.load_runs([run]), name="tiny-static")
+    sc.save_reference(ref, root / "ref.json")
+    return root / "ref.json"
+
+
+@pytest.fixture(scope="module")
+def tiny(tmp_path_factory, data_dir):
+    """A two-seed pabee submission with an ELUE score, written to disk."""
+    root = tmp_path_factory.mktemp("tiny-submission")
+    runs = write_method_runs(root / "runs")
+    ref = write_reference(root)
+    sub = build_submission(runs, data_dir=data_dir, reference=ref, name="tiny pabee")
+    path = root / "submission.json"
+    write_submission(sub, path)
+    return {"root": root, "runs": runs, "ref": ref, "sub": sub, "path": path,
+            "data": json.loads(path.read_text())}
+
+
+# ------------------------------------------------------------------------------------ the schema
+def test_committed_schema_is_the_generated_one():
+    committed = (REPO / "leaderboard" / "schema.json").read_text(encoding="utf-8")
+    assert committed == json_schema_text(), "run: eebench leaderboard schema --out " \
+                                            "leaderboard/schema.json"
+    schema = json.loads(committed)
+    jsonschema.Draft202012Validator.check_schema(schema)
+    assert schema["properties"]["schema_version"]["const"] == SUBMISSION_SCHEMA_VERSION
+    assert schema["additionalProperties"] is False
+
+
+def test_json_schema_and_pydantic_accept_a_good_submission(tiny):
+    jsonschema.Draft202012Validator(json_schema()).validate(tiny["data"])
+    verdict = validate_file(tiny["path"])
+    assert verdict.ok, verdict.reason
+    assert verdict.submission == tiny["sub"]
+    assert Submission.model_validate(tiny["data"]).model_dump(mode="json") == tiny["data"]
+
+
+def test_submission_content_follows_the_runs(tiny, data_dir):
+    sub = tiny["sub"]
+    assert sub.seeds == [1, 2] and list(sub.tasks) == ["rte"]
+    task = sub.tasks["rte"]
+    assert [r.seed for r in task.runs] == [1, 2]
+    for run_dir, entry in zip(tiny["runs"], task.runs):
+        cfg = R.RunConfig.model_validate_json((run_dir / R.CONFIG_FILE).read_text())
+        assert entry.config_hash == cfg.key()
+        pred = (run_dir / R.PREDICTIONS_FILE).read_bytes()
+        assert entry.predictions_sha256 == hashlib.sha256(pred).hexdigest()
+        points = R.read_points(run_dir / R.POINTS_FILE)
+        assert [p.mean_flops for p in entry.points] == [p.mean_flops for p in points]
+        assert [p.exit_histogram for p in entry.points] == [p.exit_histogram for p in points]
+        assert entry.points[0].timings[0].latency_ms == {"p50": 1.5, "mean": 1.6}
+    files = {f.split: f for f in task.data_files}
+    assert set(files) == {"train", "dev"}
+    for f in files.values():
+        assert f.source == "local"
+        assert f.sha256 == hashlib.sha256((data_dir / f.path).read_bytes()).hexdigest()
+    assert sub.model.source == "hub" and sub.model.local_sha256 is None
+    assert sub.elue is not None and sub.elue.reference == "tiny-static"
+    assert sub.elue.overall == pytest.approx(sub.elue.tasks["rte"])
+
+
+def _normalised(data: dict) -> dict:
+    """The submission without what changes from build to build: time, versions, hashes."""
+    out = copy.deepcopy(data)
+    out["created"] = "<created>"
+    out["eebench"] = {"version": "<version>", "git_commit": "<commit>", "git_dirty": "<dirty>"}
+    for task in out["tasks"].values():
+        for f in task["data_files"]:
+            f["sha256"] = f["sha256"] and "<sha256>"
+        for run in task["runs"]:
+            run["predictions_sha256"] = "<sha256>"
+            run["config_hash"] = "<config hash>"  # follows RunConfig's fields
+    return out
+
+
+def test_tiny_submission_matches_the_golden_file(tiny):
+    got = _normalised(tiny["data"])
+    if os.environ.get("EEBENCH_UPDATE_GOLDEN"):
+        GOLDEN.parent.mkdir(parents=True, exist_ok=True)
+        GOLDEN.write_text(json.dumps(got, indent=2) + "\n", encoding="utf-8")
+    expected = json.loads(GOLDEN.read_text(encoding="utf-8"))
+    assert got == expected, "if the change is intended: EEBENCH_UPDATE_GOLDEN=1 pytest ..."
+
+
+# ------------------------------------------------------------------------------- hostile files
+def _set(path: str, value):
+    def edit(d: dict) -> None:
+        keys = path.split(".")
+        node = d
+        for k in keys[:-1]:
+            node = node[int(k)] if isinstance(node, list) else node[k]
+        last = keys[-1]
+        if value is _DELETE:
+            del node[last]
+        elif isinstance(node, list):
+            node[int(last)] = value
+        else:
+            node[last] = value
+    return edit
+
+
+def _both(*edits):
+    def edit(d: dict) -> None:
+        for e in edits:
+            e(d)
+    return edit
+
+
+_DELETE = object()
+POINT = "tasks.rte.runs.0.points.0"
+
+# (edit, expected words in the reason, does JSON Schema see it too)
+SCHEMA_CASES = {
+    "wrong type": (_set("model.params", "1000000"), "model.params: Input should be", True),
+    "bool for int": (_set("seeds", [True]), "seeds.0", True),
+    "float for int": (_set(f"{POINT}.exit_histogram", [0.5, 3, 6.5]), "exit_histogram", True),
+    "missing field": (_set("model", _DELETE), "model: required field missing", True),
+    "missing nested": (_set(f"{POINT}.mean_flops", _DELETE), "mean_flops: required", True),
+    "extra field": (_set("evil", {"$ref": "x"}), "evil: unknown field", True),
+    "extra nested": (_set(f"{POINT}.exec", "import os"), "exec: unknown field", True),
+    "negative FLOPs": (_set(f"{POINT}.mean_flops", -5.0), "mean_flops: Input should be greater",
+                       True),
+    "zero params": (_set("model.params", 0), "model.params", True),
+    "metric above 100": (_set(f"{POINT}.metrics.accuracy", 120.0), "metrics.accuracy", True),
+    "unknown version": (_set("schema_version", 2), "schema_version 2 is not supported", True),
+    "version as bool": (_set("schema_version", True), "schema_version True", True),
+    "bad hash": (_set("tasks.rte.runs.0.predictions_sha256", "abc"), "predictions_sha256", True),
+}
+CONSISTENCY_CASES = {
+    "histogram does not add up": (_set(f"{POINT}.exit_histogram", [5, 2, 1]), "adds up to 8"),
+    "histogram length": (_set(f"{POINT}.exit_histogram", [7, 3]), "2 entries for a 3-layer"),
+    "avg exit layer off": (_set(f"{POINT}.avg_exit_layer", 1.9), "not the histogram's mean"),
+    "avg above depth": (_set(f"{POINT}.avg_exit_layer", 4.0), "outside 1..3"),
+    "negative accuracy": (_set(f"{POINT}.metrics.accuracy", -5.0), "outside [0, 100]"),
+    "main is not the metric": (_set(f"{POINT}.main", 12.5), "is not its accuracy"),
+    "FLOPs fall with depth": (_both(_set("tasks.rte.runs.0.points.2.mean_flops", 1.0),
+                                    _set("tasks.rte.runs.0.points.2.mean_mflops", 1e-6)),
+                              "FLOPs fall as samples run deeper"),
+    "mflops unit": (_set(f"{POINT}.mean_mflops", 123.0), "not mean_flops / 1e6"),
+    "seeds mismatch": (_set("seeds", [1, 2, 3]), "not the seeds of the runs"),
+    "environment index": (_set("tasks.rte.runs.0.environment", 7), "environment 7"),
+    "elue overall": (_set("elue.overall", 99.0), "not the mean of its tasks"),
+}
+
+
+@pytest.mark.parametrize("case", list(SCHEMA_CASES))
+def test_schema_violations_are_refused_by_both(tiny, tmp_path, case):
+    edit, words, _ = SCHEMA_CASES[case]
+    data = copy.deepcopy(tiny["data"])
+    edit(data)
+    path = tmp_path / "bad.json"
+    path.write_text(json.dumps(data))
+    verdict = validate_file(path)
+    assert not verdict.ok and words in verdict.reason, verdict.reason
+    assert "\n" not in verdict.reason
+    assert list(jsonschema.Draft202012Validator(json_schema()).iter_errors(data)), case
+
+
+@pytest.mark.parametrize("case", list(CONSISTENCY_CASES))
+def test_inconsistent_files_are_refused(tiny, tmp_path, case):
+    edit, words = CONSISTENCY_CASES[case]
+    data = copy.deepcopy(tiny["data"])
+    edit(data)
+    path = tmp_path / "bad.json"
+    path.write_text(json.dumps(data))
+    verdict = validate_file(path)
+    assert not verdict.ok and words in verdict.reason, verdict.reason
+    assert "\n" not in verdict.reason
+
+
+@pytest.mark.parametrize("literal,words", [
+    ("NaN", "NaN is not a JSON number"), ("Infinity", "Infinity is not a JSON number"),
+    ("-Infinity", "-Infinity is not a JSON number"), ("1e999", "out of range"),
+])
+def test_nan_and_infinity_are_refused(tiny, tmp_path, literal, words):
+    text = tiny["path"].read_text()
+    needle = '"mean_flops": '
+    at = text.index(needle) + len(needle)
+    end = text.index(",", at)
+    path = tmp_path / "nan.json"
+    path.write_text(text[:at] + literal + text[end:])
+    verdict = validate_file(path)
+    assert not verdict.ok and words in verdict.reason, verdict.reason
+
+
+MALFORMED = {
+    "duplicate key": (b'{"a": 1, "a": 2}', "duplicate key 'a'"),
+    "array": (b"[1, 2]", "top level is a JSON list"),
+    "not utf-8": (b"\xff\xfe{}", "not UTF-8"),
+    "truncated": (b'{"schema_version": 1', "not valid JSON"),
+    "deep nesting": (b"[" * 100_000 + b"]" * 100_000, "nested too deeply"),
+    "empty": (b"", "not valid JSON"),
+    "huge integer": (b'{"schema_version": 1, "x": ' + b"9" * 5000 + b"}", "not valid JSON"),
+}
+
+
+@pytest.mark.parametrize("raw,words", list(MALFORMED.values()), ids=list(MALFORMED))
+def test_malformed_json_is_refused_in_one_line(tmp_path, raw, words):
+    path = tmp_path / "bad.json"
+    path.write_bytes(raw)
+    verdict = validate_file(path)
+    assert not verdict.ok and words in verdict.reason, verdict.reason
+    assert "\n" not in verdict.reason
+
+
+def test_a_200_mb_file_is_refused_without_reading_it(tmp_path):
+    path = tmp_path / "huge.json"
+    with open(path, "wb") as f:  # sparse: instant to write, 200 MB to anyone who reads it
+        f.write(b'{"schema_version": 1, "name": "')
+        f.truncate(200 * 2**20)
+    tracemalloc.start()
+    start = time.perf_counter()
+    verdict = validate_file(path)
+    elapsed = time.perf_counter() - start
+    peak = tracemalloc.get_traced_memory()[1]
+    tracemalloc.stop()
+    assert not verdict.ok and "over the" in verdict.reason and f"{MAX_BYTES:,}" in verdict.reason
+    assert peak < 1 * 2**20, f"validation allocated {peak} bytes"
+    assert elapsed < 1.0
+
+
+def test_only_regular_files_are_read(tmp_path):
+    fifo = tmp_path / "pipe.json"
+    os.mkfifo(fifo)  # reading it would block forever
+    verdict = validate_file(fifo)
+    assert not verdict.ok and verdict.reason == "not a regular file"
+    missing = validate_file(tmp_path / "nope.json")
+    assert not missing.ok and "cannot read the file" in missing.reason
+
+
+def test_parse_and_validate_never_coerce(tiny):
+    data = copy.deepcopy(tiny["data"])
+    data["schema_version"] = 1.0  # equal to 1, but not an integer
+    with pytest.raises(Exception, match="schema_version"):
+        validate_data(data)
+    assert parse_json(b'{"x": 1.5}') == {"x": 1.5}
