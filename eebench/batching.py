@@ -1,0 +1,168 @@
+"""Tokenise a split once, then cut it into dynamically padded batches.
+
+Why this shape:
+
+- Tokenising once (fast tokenizer, truncation to `max_seq_length`, pairs as sentence pairs) keeps
+  every epoch and every evaluation cheap, and it records each sample's real token length, which
+  FLOPs per sample are computed from later.
+- A batch is padded to its own longest sample, not to `max_seq_length`: short sentences stay cheap.
+- The training order is a pure function of (seed, epoch), so a run interrupted at step k of an
+  epoch resumes by regenerating that epoch's order and skipping k batches: no sampler state to save.
+- Evaluation keeps a fixed order; sorting by length (less padding) is optional, and every batch
+  carries the original row indices so results can be put back in the original order.
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Iterator
+from dataclasses import dataclass
+from typing import TYPE_CHECKING, Any
+
+from eebench.errors import DataError, UsageError
+
+if TYPE_CHECKING:
+    import torch
+
+
+@dataclass(frozen=True)
+class Encoded:
+    """A tokenised split: unpadded token ids per sample, real lengths, labels."""
+
+    input_ids: list[list[int]]
+    token_type_ids: list[list[int]] | None  # None for tokenizers without segment ids
+    lengths: list[int]  # real token count per sample, special tokens included
+    labels: list[int] | list[float] | None  # None for unlabelled (test) splits
+    ids: list[str]
+    pad_token_id: int
+    is_regression: bool
+    max_seq_length: int
+
+    def __len__(self) -> int:
+        return len(self.input_ids)
+
+
+def encode(examples: Any, tokenizer: Any, max_seq_length: int, is_regression: bool = False
+           ) -> Encoded:
+    """Tokenise `examples` (a loaders.Examples) once, truncating to `max_seq_length` tokens."""
+    if max_seq_length < 8:
+        raise UsageError(f"--max-seq-length must be at least 8, got {max_seq_length}")
+    texts = list(examples.texts)
+    if not texts:
+        raise DataError(f"{examples.task}/{examples.split}: no examples to tokenise")
+    width = len(texts[0])
+    if width not in (1, 2) or any(len(t) != width for t in texts):
+        raise DataError(
+            f"{examples.task}/{examples.split}: expected one or two text fields per example"
+        )
+    first = [t[0] for t in texts]
+    second = [t[1] for t in texts] if width == 2 else None
+    enc = tokenizer(
+        first,
+        second,
+        truncation=True,
+        max_length=max_seq_length,
+        padding=False,
+        return_attention_mask=False,
+        return_token_type_ids=True,
+    )
+    input_ids = [list(ids) for ids in enc["input_ids"]]
+    token_type_ids = enc.get("token_type_ids")
+    if token_type_ids is not None:
+        token_type_ids = [list(t) for t in token_type_ids]
+    pad = tokenizer.pad_token_id
+    labels = None if examples.labels is None else list(examples.labels)
+    if labels is not None and len(labels) != len(input_ids):
+        raise DataError(f"{examples.task}/{examples.split}: {len(labels)} labels for "
+                        f"{len(input_ids)} examples")
+    return Encoded(
+        input_ids=input_ids,
+        token_type_ids=token_type_ids,
+        lengths=[len(ids) for ids in input_ids],
+        labels=labels,
+        ids=list(examples.ids),
+        pad_token_id=0 if pad is None else int(pad),
+        is_regression=is_regression,
+        max_seq_length=max_seq_length,
+    )
+
+
+def collate(data: Encoded, indices: list[int], device: Any = None) -> dict[str, torch.Tensor]:
+    """One batch of rows `indices`, padded to the longest of them.
+
+    Keys: input_ids, attention_mask, token_type_ids (if any) [B, T]; lengths, index [B];
+    labels [B] (long, or float for regression) when the split has labels.
+    """
+    import torch
+
+    longest = max(data.lengths[i] for i in indices)
+    n = len(indices)
+    input_ids = torch.full((n, longest), data.pad_token_id, dtype=torch.long)
+    attention_mask = torch.zeros((n, longest), dtype=torch.long)
+    token_types = torch.zeros((n, longest), dtype=torch.long) if data.token_type_ids else None
+    for row, i in enumerate(indices):
+        length = data.lengths[i]
+        input_ids[row, :length] = torch.tensor(data.input_ids[i], dtype=torch.long)
+        attention_mask[row, :length] = 1
+        if token_types is not None:
+            token_types[row, :length] = torch.tensor(data.token_type_ids[i], dtype=torch.long)
+    batch = {
+        "input_ids": input_ids,
+        "attention_mask": attention_mask,
+        "lengths": torch.tensor([data.lengths[i] for i in indices], dtype=torch.long),
+        "index": torch.tensor(indices, dtype=torch.long),
+    }
+    if token_types is not None:
+        batch["token_type_ids"] = token_types
+    if data.labels is not None:
+        dtype = torch.float32 if data.is_regression else torch.long
+        batch["labels"] = torch.tensor([data.labels[i] for i in indices], dtype=dtype)
+    if device is not None:
+        batch = {k: v.to(device) for k, v in batch.items()}
+    return batch
+
+
+def steps_per_epoch(n: int, batch_size: int) -> int:
+    """Batches in one epoch; the last one may be smaller (no sample is dropped)."""
+    return math.ceil(n / batch_size)
+
+
+def epoch_order(n: int, seed: int, epoch: int) -> list[int]:
+    """The shuffled order of epoch `epoch`: depends on (seed, epoch) only, never on global RNG."""
+    import torch
+
+    g = torch.Generator()
+    g.manual_seed(seed * 1_000_003 + epoch)
+    return torch.randperm(n, generator=g).tolist()
+
+
+def train_batches(data: Encoded, batch_size: int, seed: int, epoch: int, start_step: int = 0,
+                  device: Any = None) -> Iterator[dict[str, torch.Tensor]]:
+    """The batches of one training epoch from step `start_step` on (resuming mid-epoch)."""
+    if data.labels is None:
+        raise DataError("cannot train on a split without labels")
+    order = epoch_order(len(data), seed, epoch)
+    for step in range(start_step, steps_per_epoch(len(data), batch_size)):
+        yield collate(data, order[step * batch_size:(step + 1) * batch_size], device)
+
+
+def eval_batches(data: Encoded, batch_size: int, sort_by_length: bool = False,
+                 device: Any = None) -> Iterator[dict[str, torch.Tensor]]:
+    """Evaluation batches in a fixed order; batch["index"] gives each row's original position.
+
+    With `sort_by_length`, samples are grouped by length (longest first, stable) to waste less
+    padding; `restore_order` puts per-sample outputs back in the original order.
+    """
+    order = list(range(len(data)))
+    if sort_by_length:
+        order.sort(key=lambda i: -data.lengths[i])
+    for start in range(0, len(order), batch_size):
+        yield collate(data, order[start:start + batch_size], device)
+
+
+def restore_order(index: torch.Tensor, values: torch.Tensor, dim: int = 0) -> torch.Tensor:
+    """`values` whose dimension `dim` follows `index` (the concatenated batch indices), put back
+    in the original row order."""
+    out = values.new_empty(values.shape)
+    out.index_copy_(dim, index.to(values.device), values)
+    return out

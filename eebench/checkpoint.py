@@ -1,0 +1,355 @@
+"""Checkpoint directories: safetensors and JSON only, written atomically, never unpickled.
+
+A checkpoint directory holds
+
+- `model.safetensors`      the weights (safetensors.torch.save_model: handles shared tensors)
+- `model_config.json`      MultiExitModel.model_config(): enough to rebuild the structure
+- the tokenizer            tokenizer.save_pretrained
+- `train_state.json`       where training stands (stage, epoch, step), the config and its hash,
+                           the finished flag, the dev metrics history
+- `optimizer.safetensors`  the optimizer's tensors; its param groups ride in the file's metadata
+- `scheduler.json`         the learning-rate schedule and its step
+- `rng.safetensors`        the torch RNG states (dropout), so resuming is bit-identical
+
+The optimizer and scheduler files exist only while training is unfinished.
+
+A directory is keyed by a hash of everything that determines the trained weights
+(`checkpoint_path`), so rerunning a command finds its own checkpoint and nothing else.
+
+Why a directory swap: the files only make sense together (weights of step k with the optimizer
+and counters of step k). A save writes a complete new directory next to the old one and swaps
+the two with renames; `recover` finishes a swap that a crash interrupted. A kill at any moment
+leaves either the old or the new checkpoint, never a mix.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import os
+import shutil
+import signal
+import threading
+from collections.abc import Iterator
+from contextlib import contextmanager
+from dataclasses import asdict, dataclass, field
+from pathlib import Path
+from typing import TYPE_CHECKING, Any
+
+from eebench.errors import EebenchError
+
+if TYPE_CHECKING:
+    import torch
+
+SCHEMA_VERSION = 1
+MODEL_FILE = "model.safetensors"
+MODEL_CONFIG_FILE = "model_config.json"
+STATE_FILE = "train_state.json"
+OPTIMIZER_FILE = "optimizer.safetensors"
+SCHEDULER_FILE = "scheduler.json"
+RNG_FILE = "rng.safetensors"
+TRAINING_FILES = (OPTIMIZER_FILE, SCHEDULER_FILE, RNG_FILE)
+
+
+@dataclass
+class TrainState:
+    """Where training stands. Counters point at the next step to run."""
+
+    config_hash: str
+    config: dict[str, Any]
+    stage: int = 0  # index into method.stages()
+    epoch: int = 0  # epoch within the stage
+    step_in_epoch: int = 0  # batches of this epoch already done
+    stage_step: int = 0  # optimizer steps done in this stage (drives the lr schedule)
+    global_step: int = 0  # optimizer steps done over all stages
+    finished: bool = False
+    history: list[dict[str, Any]] = field(default_factory=list)  # dev evaluations
+    schema_version: int = SCHEMA_VERSION
+
+    def to_dict(self) -> dict[str, Any]:
+        return asdict(self)
+
+    @classmethod
+    def from_dict(cls, data: dict[str, Any]) -> TrainState:
+        return cls(**{k: data[k] for k in cls.__dataclass_fields__ if k in data})
+
+
+def _one_line(e: BaseException) -> str:
+    return " ".join(str(e).split())[:300] or type(e).__name__
+
+
+def corrupt(path: Path, e: BaseException | str) -> EebenchError:
+    why = e if isinstance(e, str) else _one_line(e)
+    return EebenchError(
+        f"checkpoint file {path} is unreadable or corrupt: {why}",
+        hint="delete the checkpoint directory or rerun with --overwrite",
+    )
+
+
+# ----------------------------------------------------------------------------- atomic directory
+def _tmp_dir(path: Path) -> Path:
+    return path.with_name(f".{path.name}.tmp-{os.getpid()}")
+
+
+def _old_dir(path: Path) -> Path:
+    return path.with_name(f".{path.name}.old")
+
+
+def recover(path: Path) -> None:
+    """Finish a save that a crash interrupted, and clear stale temporary directories."""
+    old = _old_dir(path)
+    if old.exists():
+        if path.exists():
+            shutil.rmtree(old)
+        else:
+            os.rename(old, path)
+    if path.parent.is_dir():
+        for tmp in path.parent.glob(f".{path.name}.tmp-*"):
+            shutil.rmtree(tmp, ignore_errors=True)
+
+
+def remove(path: Path) -> None:
+    """Delete a checkpoint directory and any leftovers of an interrupted save (--overwrite)."""
+    recover(path)
+    if path.exists():
+        shutil.rmtree(path)
+
+
+def _swap_in(tmp: Path, path: Path) -> None:
+    old = _old_dir(path)
+    if path.exists():
+        if old.exists():
+            shutil.rmtree(old)
+        os.rename(path, old)
+    os.rename(tmp, path)
+    shutil.rmtree(old, ignore_errors=True)
+
+
+def _write_json(path: Path, data: Any) -> None:
+    path.write_text(json.dumps(data, indent=2) + "\n", encoding="utf-8")
+
+
+# ----------------------------------------------------------------------------- save
+def save_checkpoint(path: Path, model: Any, tokenizer: Any, state: TrainState,
+                    optimizer: torch.optim.Optimizer | None = None,
+                    scheduler: dict[str, Any] | None = None,
+                    rng: dict[str, torch.Tensor] | None = None) -> None:
+    """Write a complete checkpoint to `path`, replacing the previous one atomically."""
+    from safetensors.torch import save_file, save_model
+
+    tmp = _tmp_dir(path)
+    if tmp.exists():
+        shutil.rmtree(tmp)
+    tmp.mkdir(parents=True)
+    try:
+        save_model(model, str(tmp / MODEL_FILE), metadata={"format": "pt"})
+        _write_json(tmp / MODEL_CONFIG_FILE, model.model_config())
+        if tokenizer is not None:
+            tokenizer.save_pretrained(str(tmp))
+        if optimizer is not None:
+            tensors, meta = optimizer_to_tensors(optimizer)
+            save_file(tensors, str(tmp / OPTIMIZER_FILE), metadata=meta)
+        if scheduler is not None:
+            _write_json(tmp / SCHEDULER_FILE, scheduler)
+        if rng is not None:
+            save_file({k: v.contiguous() for k, v in rng.items()}, str(tmp / RNG_FILE))
+        _write_json(tmp / STATE_FILE, state.to_dict())  # written last: marks the dir complete
+        _swap_in(tmp, path)
+    except BaseException:
+        shutil.rmtree(tmp, ignore_errors=True)
+        raise
+
+
+def optimizer_to_tensors(optimizer: torch.optim.Optimizer) -> tuple[dict[str, torch.Tensor],
+                                                                     dict[str, str]]:
+    """Flatten an optimizer state dict: tensors by "state.<param>.<key>", the rest as JSON."""
+    import torch
+
+    sd = optimizer.state_dict()
+    tensors: dict[str, torch.Tensor] = {}
+    scalars: dict[str, Any] = {}
+    for pid, entry in sd["state"].items():
+        for key, value in entry.items():
+            name = f"state.{pid}.{key}"
+            if isinstance(value, torch.Tensor):
+                tensors[name] = value.detach().cpu().contiguous()
+            else:
+                scalars[name] = value
+    return tensors, {"param_groups": json.dumps(sd["param_groups"]), "scalars": json.dumps(scalars)}
+
+
+# ----------------------------------------------------------------------------- load
+def read_state(path: Path) -> TrainState | None:
+    """The training state of checkpoint `path`, or None where there is no checkpoint yet."""
+    file = path / STATE_FILE
+    if not file.exists():
+        return None
+    try:
+        return TrainState.from_dict(json.loads(file.read_text(encoding="utf-8")))
+    except (OSError, ValueError, TypeError, KeyError) as e:
+        raise corrupt(file, e) from None
+
+
+def read_json(file: Path) -> Any:
+    try:
+        return json.loads(file.read_text(encoding="utf-8"))
+    except FileNotFoundError:
+        raise corrupt(file, "file is missing") from None
+    except (OSError, ValueError) as e:
+        raise corrupt(file, e) from None
+
+
+def read_model_config(path: Path) -> dict[str, Any]:
+    cfg = read_json(path / MODEL_CONFIG_FILE)
+    if not isinstance(cfg, dict):
+        raise corrupt(path / MODEL_CONFIG_FILE, "not a JSON object")
+    return cfg
+
+
+def load_weights(model: Any, path: Path) -> None:
+    """Load `model.safetensors` into `model` (strict: every tensor present, every shape right)."""
+    from safetensors.torch import load_model
+
+    file = path / MODEL_FILE
+    if not file.exists():
+        raise corrupt(file, "file is missing")
+    try:
+        missing, unexpected = load_model(model, str(file), strict=False)
+    except Exception as e:  # SafetensorError, a shape mismatch (RuntimeError), OSError
+        raise corrupt(file, e) from None
+    if missing or unexpected:
+        names = sorted(missing) if missing else sorted(unexpected)
+        what = f"{'missing' if missing else 'unexpected'} tensors {names[:3]}"
+        raise EebenchError(
+            f"checkpoint {file} does not fit the model: {what}",
+            hint="the checkpoint was written for another model; rerun with --overwrite",
+        )
+
+
+def _load_tensors(file: Path) -> tuple[dict[str, torch.Tensor], dict[str, str]]:
+    from safetensors import safe_open
+
+    if not file.exists():
+        raise corrupt(file, "file is missing")
+    try:
+        with safe_open(str(file), framework="pt") as f:
+            return {k: f.get_tensor(k) for k in f.keys()}, dict(f.metadata() or {})
+    except Exception as e:  # SafetensorError or OSError
+        raise corrupt(file, e) from None
+
+
+def load_optimizer(optimizer: torch.optim.Optimizer, path: Path) -> None:
+    """Restore the optimizer state saved by `save_checkpoint` (tensors + JSON, no pickle)."""
+    file = path / OPTIMIZER_FILE
+    tensors, meta = _load_tensors(file)
+    try:
+        groups = json.loads(meta["param_groups"])
+        scalars = json.loads(meta.get("scalars", "{}"))
+        state: dict[int, dict[str, Any]] = {}
+        for name, value in [*tensors.items(), *scalars.items()]:
+            _, pid, key = name.split(".", 2)
+            state.setdefault(int(pid), {})[key] = value
+        for g in groups:  # JSON turned tuples (betas) into lists
+            for k, v in g.items():
+                if k != "params" and isinstance(v, list):
+                    g[k] = tuple(v)
+        optimizer.load_state_dict({"state": state, "param_groups": groups})
+    except (KeyError, ValueError, TypeError) as e:
+        raise corrupt(file, e) from None
+
+
+def load_rng(path: Path) -> dict[str, torch.Tensor]:
+    return _load_tensors(path / RNG_FILE)[0]
+
+
+def read_scheduler(path: Path) -> dict[str, Any]:
+    return read_json(path / SCHEDULER_FILE)
+
+
+def load_trained(path: Path, allow_unfinished: bool = False) -> tuple[Any, Any, dict[str, Any]]:
+    """(model in eval mode, tokenizer, meta) from a checkpoint directory. Never unpickles."""
+    from eebench.models.multi_exit import MultiExitModel
+
+    path = Path(path)
+    recover(path)
+    state = read_state(path)
+    if state is None:
+        raise EebenchError(f"no checkpoint at {path}", hint="train one with `eebench train`")
+    if not state.finished and not allow_unfinished:
+        raise EebenchError(f"checkpoint {path} has not finished training",
+                           hint="rerun the same `eebench train` command to resume it")
+    model_config = read_model_config(path)
+    try:
+        model = MultiExitModel.from_model_config(model_config)
+    except EebenchError:
+        raise
+    except Exception as e:  # a model_config.json that does not describe a model
+        raise corrupt(path / MODEL_CONFIG_FILE, e) from None
+    load_weights(model, path)
+    model.eval()
+    try:
+        from transformers import AutoTokenizer
+
+        tokenizer = AutoTokenizer.from_pretrained(str(path))
+    except Exception as e:
+        raise corrupt(path, f"tokenizer: {' '.join(str(e).split())[:200]}") from None
+    return model, tokenizer, {**state.to_dict(), "model_config": model_config, "path": str(path)}
+
+
+def model_slug(backbone: str) -> str:
+    """A directory name for a backbone: a registry name as is, a local path by its folder name."""
+    p = Path(backbone)
+    if p.is_dir():
+        return p.resolve().name
+    return backbone.strip("/").replace("/", "--") or "model"
+
+
+def config_hash(config: dict[str, Any]) -> str:
+    blob = json.dumps(config, sort_keys=True, default=str).encode()
+    return hashlib.sha256(blob).hexdigest()[:12]
+
+
+def data_fingerprint(examples: Any) -> str:
+    """A short hash of a training subset (ids, texts, labels): part of the checkpoint key."""
+    h = hashlib.sha256()
+    labels = examples.labels if examples.labels is not None else [None] * len(examples)
+    for i, t, y in zip(examples.ids, examples.texts, labels, strict=True):
+        h.update(json.dumps([i, list(t), y]).encode())
+    return h.hexdigest()[:16]
+
+
+def checkpoint_path(out_dir: Path, backbone: str, method: str, task: str, key: str) -> Path:
+    return Path(out_dir) / model_slug(backbone) / method / task / key
+
+
+@contextmanager
+def hold_interrupts() -> Iterator[None]:
+    """Hold Ctrl-C until the block ends, so an optimizer step or a save is never half done."""
+    if threading.current_thread() is not threading.main_thread():
+        yield
+        return
+    caught: list[int] = []
+    previous = signal.signal(signal.SIGINT, lambda signum, frame: caught.append(signum))
+    try:
+        yield
+    finally:
+        signal.signal(signal.SIGINT, previous)
+        if caught:
+            raise KeyboardInterrupt
+
+
+def rng_state(device: str) -> dict[str, torch.Tensor]:
+    import torch
+
+    state = {"torch_cpu": torch.get_rng_state()}
+    if device.startswith("cuda"):
+        state["torch_cuda"] = torch.cuda.get_rng_state(device)
+    return state
+
+
+def set_rng_state(state: dict[str, torch.Tensor], device: str) -> None:
+    import torch
+
+    torch.set_rng_state(state["torch_cpu"])
+    if device.startswith("cuda") and "torch_cuda" in state:
+        torch.cuda.set_rng_state(state["torch_cuda"], device)
