@@ -3,6 +3,7 @@
 A file can hold defaults for a single `eebench run` and, optionally, the grid of a whole benchmark:
 
     model = "minilm-l6"
+    pooling = "mean"        # how exit heads pool: "cls" or "mean" (default: the backbone's own)
     methods = ["static", "deebert", "pabee"]
     tasks = ["rte", "elue-sst2"]
     seeds = [1, 2, 3]
@@ -27,7 +28,7 @@ from __future__ import annotations
 
 import sys
 from pathlib import Path
-from typing import Any
+from typing import Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field, ValidationError
 
@@ -53,6 +54,7 @@ class BenchConfig(BaseModel):
     model_config = ConfigDict(extra="forbid", protected_namespaces=())
 
     model: str = "minilm-l6"
+    pooling: Literal["cls", "mean"] | None = None  # None: the way the backbone was pretrained
     methods: list[str] = Field(default_factory=list)
     tasks: list[str] = Field(default_factory=list)
     seeds: list[int] = Field(default_factory=lambda: [42])

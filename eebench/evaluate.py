@@ -103,8 +103,9 @@ def simulate(rule: ExitRule, logits: torch.Tensor, is_regression: bool) -> Decis
 def dynamic_batch(model, rule: ExitRule, batch: dict, is_regression: bool, full: bool = False
                   ) -> tuple[torch.Tensor, torch.Tensor]:
     """Real early-exit inference on one batch: exited samples leave the batch after each exit, and
-    the padding columns no remaining sample needs are cut. `full=True` runs the model without exits
-    (all layers, the last head only): the baseline timed the same way.
+    the padding columns no remaining sample needs are cut (from the hidden states, the attention
+    mask and the 2-D mask a mean-pooling head reads alike). `full=True` runs the model without
+    exits (all layers, the last head only): the baseline timed the same way.
     Returns (exit_index [B], prediction [B]) in batch order."""
     device = next(model.parameters()).device
     mask = batch["attention_mask"].to(device)
@@ -124,7 +125,7 @@ def dynamic_batch(model, rule: ExitRule, batch: dict, is_regression: bool, full:
         j = exit_of.get(i + 1)
         if j is None or (full and j != last):
             continue
-        logits = model.head(j, hidden)
+        logits = model.head(j, hidden, mask)  # the mask is cut with hidden, row and column
         if j == last:
             go = torch.ones(len(alive), dtype=torch.bool, device=device)
         else:

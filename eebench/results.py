@@ -83,6 +83,9 @@ class OperatingPoint(_Data):
 class RunConfig(_Data):
     schema_version: int = SCHEMA_VERSION
     model: str
+    # How the exit heads pool the tokens, "cls" or "mean": resolved (the backbone's own pooling
+    # unless the user chose), never None. Runs written before it was recorded pooled [CLS].
+    pooling: str = "cls"
     method: str
     method_settings: dict[str, Any] = Field(default_factory=dict)
     task: str

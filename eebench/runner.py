@@ -19,7 +19,6 @@ from eebench.errors import UsageError
 from eebench.methods.base import EarlyExitMethod, get_method
 from eebench.tasks.spec import TaskSpec, get_task
 
-
 EVAL_SUBSET_SEED = 0  # subsets of the evaluated split do not depend on the run's seed
 
 
@@ -40,8 +39,13 @@ class RunOptions:
 def make_run_config(method: str, task: str, model: str, split: str, seed: int,
                     method_settings: dict[str, Any], sweep: list[float] | None,
                     train: dict[str, Any], max_seq_length: int, max_eval_samples: int | None,
-                    flops_convention: str, timing: dict[str, Any]) -> R.RunConfig:
-    """Validate names and settings and fill in the method's default sweep."""
+                    flops_convention: str, timing: dict[str, Any], pooling: str | None = None
+                    ) -> R.RunConfig:
+    """Validate names and settings, fill in the method's default sweep and resolve the pooling
+    (None: the way the backbone was pretrained to pool)."""
+    from eebench.models.backbones import resolve_pooling
+
+    pooling = resolve_pooling(model, pooling)
     spec = get_task(task)
     m = get_method(method, **method_settings)
     m.check_task(spec)
@@ -68,7 +72,8 @@ def make_run_config(method: str, task: str, model: str, split: str, seed: int,
         raise UsageError(f"unknown FLOPs convention {flops_convention!r}",
                          hint=f"choose from: {', '.join(CONVENTIONS)}")
     return R.RunConfig(
-        model=model, method=m.name, method_settings=m.settings, task=spec.name, split=split,
+        model=model, pooling=pooling, method=m.name, method_settings=m.settings, task=spec.name,
+        split=split,
         seed=seed, sweep=[float(v) for v in sweep], train=train,
         max_seq_length=max_seq_length, max_eval_samples=max_eval_samples,
         flops_convention=flops_convention, timing=timing,
@@ -153,7 +158,8 @@ def _train(cfg: R.RunConfig, method: EarlyExitMethod, spec: TaskSpec, train_ex, 
     from eebench.train import TrainConfig, train
 
     tc = TrainConfig(**cfg.train)
-    return train(method, spec, cfg.model, train_ex, dev_ex, tc, opts.checkpoints, opts.console)
+    return train(method, spec, cfg.model, train_ex, dev_ex, tc, opts.checkpoints, opts.console,
+                 pooling=cfg.pooling)
 
 
 def _write_predictions(run_dir: Path, arrays: dict[str, list[np.ndarray]],

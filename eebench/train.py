@@ -106,14 +106,16 @@ class TrainConfig:
 
 
 def run_config(method: EarlyExitMethod, spec: TaskSpec, backbone: str, train_examples: Any,
-               cfg: TrainConfig) -> dict[str, Any]:
-    """Everything that determines the trained weights; its hash names the checkpoint."""
+               cfg: TrainConfig, pooling: str) -> dict[str, Any]:
+    """Everything that determines the trained weights; its hash names the checkpoint.
+    `pooling` is the resolved choice ("cls" or "mean"): the heads' structure."""
     local = Path(backbone)
     return {
         "schema_version": ckpt.SCHEMA_VERSION,
         "backbone": str(local.resolve()) if local.is_dir() else backbone,
         "method": method.name,
         "method_settings": method.settings,
+        "pooling": pooling,
         "task": spec.name,
         "train": cfg.hashed(),
         "data": {"n": len(train_examples), "fingerprint": ckpt.data_fingerprint(train_examples)},
@@ -167,11 +169,16 @@ def _inputs(batch: dict) -> dict:
 
 def train(method: EarlyExitMethod, task_spec: TaskSpec, backbone: str, train_examples: Any,
           dev_examples: Any | None, cfg: TrainConfig, out_dir: Path, console: Any = None,
-          overwrite: bool = False, on_step: Callable[[int], None] | None = None) -> Path:
+          overwrite: bool = False, on_step: Callable[[int], None] | None = None,
+          pooling: str | None = None) -> Path:
     """Fine-tune `method` on `task_spec`; returns the checkpoint directory
     `<out_dir>/<model>/<method>/<task>/<config-hash>/`. A finished checkpoint returns at once; an
-    unfinished one is resumed. `on_step(global_step)` runs after every optimizer step."""
+    unfinished one is resumed. `on_step(global_step)` runs after every optimizer step. `pooling`
+    ("cls", "mean"; None: the backbone's own) is how the exit heads pool the tokens."""
+    from eebench.models.backbones import resolve_pooling
+
     cfg.validate()
+    pooling = resolve_pooling(backbone, pooling)
     method.check_task(task_spec)
     if train_examples.labels is None:
         raise DataError(f"{task_spec.name}: the training split has no labels")
@@ -179,7 +186,7 @@ def train(method: EarlyExitMethod, task_spec: TaskSpec, backbone: str, train_exa
         train_examples = train_examples.take(cfg.max_train_samples, cfg.seed)
     if len(train_examples) == 0:
         raise DataError(f"{task_spec.name}: the training split is empty")
-    config = run_config(method, task_spec, backbone, train_examples, cfg)
+    config = run_config(method, task_spec, backbone, train_examples, cfg, pooling)
     key = ckpt.config_hash(config)
     path = ckpt.checkpoint_path(out_dir, backbone, method.name, task_spec.name, key)
     if overwrite:
@@ -196,7 +203,8 @@ def train(method: EarlyExitMethod, task_spec: TaskSpec, backbone: str, train_exa
             console.print(f"already trained: {path}")
         return path
     trainer = _Trainer(method, task_spec, backbone, train_examples, dev_examples, cfg, path,
-                       state or ckpt.TrainState(config_hash=key, config=config), console, on_step)
+                       state or ckpt.TrainState(config_hash=key, config=config), console, on_step,
+                       pooling)
     trainer.run()
     return path
 
@@ -205,7 +213,7 @@ class _Trainer:
     """One training run: the loop over stages, epochs and steps, with checkpoints."""
 
     def __init__(self, method, spec, backbone, train_examples, dev_examples, cfg, path, state,
-                 console, on_step):
+                 console, on_step, pooling):
         import torch
 
         from eebench.batching import encode
@@ -215,7 +223,7 @@ class _Trainer:
         self.console, self.on_step = console, on_step
         self.device = cfg.device or ("cuda" if torch.cuda.is_available() else "cpu")
         torch.manual_seed(cfg.seed)  # head initialisation
-        self.model = build_model(backbone, method, spec.num_labels)
+        self.model = build_model(backbone, method, spec.num_labels, pooling=pooling)
         max_pos = getattr(self.model.config, "max_position_embeddings", None)
         if max_pos is not None and cfg.max_seq_length > max_pos:
             raise UsageError(f"--max-seq-length {cfg.max_seq_length} exceeds the model's "

@@ -17,6 +17,7 @@ from eebench.evaluate import (
     simulate,
 )
 from eebench.methods.base import METHODS, get_method
+from eebench.models.backbones import POOLINGS
 from eebench.tasks.loaders import load_split
 from tests import tiny
 
@@ -57,10 +58,12 @@ def _sweep(method, logits: torch.Tensor) -> list[float]:
     return values
 
 
+@pytest.mark.parametrize("pooling", POOLINGS)
 @pytest.mark.parametrize("name", DYNAMIC)
-def test_simulation_equals_real_dynamic_inference_tiny(name, rte_dev):
+def test_simulation_equals_real_dynamic_inference_tiny(name, pooling, rte_dev):
     method = get_method(name)
-    model = _confident(tiny.tiny_model(method, seed=3).eval(), backbone_std=0.3)
+    model = _confident(tiny.tiny_model(method, seed=3, pooling=pooling).eval(),
+                       backbone_std=0.3)
     enc = _encoded(rte_dev)
     out = collect_exit_logits(model, eval_batches(enc, 8, sort_by_length=True))
     mixed = False
@@ -137,14 +140,17 @@ def test_simulation_matches_the_papers_loops():
         assert sim.exit_index.tolist() == _pabee_loop(logits, p)
 
 
-def test_batch_shrinking_cuts_padding_without_changing_results(rte_dev):
+@pytest.mark.parametrize("pooling", POOLINGS)
+def test_batch_shrinking_cuts_padding_without_changing_results(pooling, rte_dev):
     method = get_method("pabee")
-    model = tiny.tiny_model(method, seed=2).eval()
+    model = _confident(tiny.tiny_model(method, seed=2, pooling=pooling).eval(),
+                       backbone_std=0.3)
     enc = _encoded(rte_dev)
     order = sorted(range(len(enc)), key=lambda i: enc.lengths[i])  # short ones exit, long stay
     batch = collate(enc, order)
     rule = method.exit_rule(1, False)
     e_batched, p_batched = dynamic_batch(model, rule, batch, False)
+    assert len(set(e_batched.tolist())) > 1  # samples left at several exits: padding was cut
     for row, i in enumerate(order):
         e1, p1 = dynamic_batch(model, method.exit_rule(1, False), collate(enc, [i]), False)
         assert (int(e1[0]), int(p1[0])) == (int(e_batched[row]), int(p_batched[row]))
@@ -163,14 +169,17 @@ def test_full_mode_runs_only_the_last_exit(rte_dev):
     assert preds.long().tolist() == last.tolist()
 
 
+@pytest.mark.slow  # the real MiniLM-L6 on 32 sentences, swept at two batch sizes
+@pytest.mark.parametrize("pooling", POOLINGS)
 @pytest.mark.parametrize("name", DYNAMIC)
-def test_simulation_equals_real_inference_on_minilm(name, data_dir):
+def test_simulation_equals_real_inference_on_minilm(name, pooling, data_dir):
     """The real pretrained MiniLM-L6 backbone (exit heads untrained) on real SST-2 sentences."""
     from eebench.models.multi_exit import build_model
 
     method = get_method(name)
     torch.manual_seed(0)
-    model = _confident(build_model("minilm-l6", method, 2).eval())
+    model = _confident(build_model("minilm-l6", method, 2, pooling=pooling).eval())
+    assert model.pooling == pooling
     examples = load_split("sst2", "dev", data_dir).take(32, seed=1)
     enc = encode(examples, tiny.tokenizer(), 64)
     out = collect_exit_logits(model, eval_batches(enc, 16, sort_by_length=True))

@@ -49,6 +49,8 @@ def runs(tmp_path_factory, data_dir):
                        "--sweep", "1,3", "--max-eval-samples", "20"),
         "dev": _run(root, backbone, data_dir, "--method", "pabee", "--split", "dev",
                     "--max-eval-samples", "10"),
+        "mean": _run(root, backbone, data_dir, "--method", "deebert", "--split", "test",
+                     "--pooling", "mean", "--max-eval-samples", "20", "--sweep", "0,0.5"),
     }
 
 
@@ -59,8 +61,10 @@ def _read_tsv(path: Path) -> list[dict[str, str]]:
     return [dict(zip(("index", "pred", "modules"), line.split("\t"))) for line in lines[1:-1]]
 
 
-def _check_rows(rows, run_dir: Path, point: int, exits: tuple[int, ...]) -> None:
-    """Each row: its id, its label name, and modules at its token length up to its exit."""
+def _check_rows(rows, run_dir: Path, point: int, exits: tuple[int, ...], pooling: str = "cls"
+                ) -> None:
+    """Each row: its id, its label name, and modules at its token length up to its exit (a head
+    on [CLS] reads one vector, a mean-pooling head every token)."""
     arrays = load_file(str(run_dir / R.PREDICTIONS_FILE))
     ids = (run_dir / R.IDS_FILE).read_text().splitlines()
     labels = get_task("wnli").labels
@@ -76,9 +80,10 @@ def _check_rows(rows, run_dir: Path, point: int, exits: tuple[int, ...]) -> None
         heads = [int(m.group(5)) for m in parsed if m.group(5)]
         assert layers == list(range(1, layer + 1))
         assert heads == [e for e in exits if e <= layer] and heads[-1] == layer
+        head_shape = (str(n), str(HIDDEN)) if pooling == "mean" else (str(HIDDEN), None)
         for m in parsed[1:]:
             shape = (m.group(1), m.group(2))
-            assert shape == ((str(n), str(HIDDEN)) if m.group(4) else (str(HIDDEN), None))
+            assert shape == ((str(n), str(HIDDEN)) if m.group(4) else head_shape)
         # each exit head right after its layer
         for e in heads:
             assert kinds[kinds.index(f"layer_{e}") + 1] == f"exit_{e}"
@@ -91,6 +96,21 @@ def test_modules_string_matches_the_elue_example():
     static = Structure(hidden=384, exit_layers=(3,))
     assert modules(7, 3, static) == "(7),emb; (7,384),layer_1; (7,384),layer_2; " \
                                     "(7,384),layer_3; (384),exit_3"
+    mean = Structure(hidden=384, exit_layers=(1, 2, 3, 4, 5, 6), pooling="mean")
+    assert modules(15, 2, mean) == "(15),emb; (15,384),layer_1; (15,384),exit_1; " \
+                                   "(15,384),layer_2; (15,384),exit_2"
+
+
+def test_export_of_a_mean_pooling_run(runs, tmp_path):
+    cfg = R.RunConfig.model_validate_json((runs["mean"] / R.CONFIG_FILE).read_text())
+    assert cfg.pooling == "mean"
+    export = export_elue(runs["mean"], tmp_path)
+    assert [f.path.name for f in export.files] == ["wnli_threshold-0.tsv",
+                                                   "wnli_threshold-0.5.tsv"]
+    for p, f in enumerate(export.files):
+        rows = _read_tsv(f.path)
+        assert len(rows) == 20
+        _check_rows(rows, runs["mean"], p, exits=(1, 2, 3), pooling="mean")
 
 
 def test_export_of_a_whole_test_file(runs, data_dir, tmp_path):
@@ -137,7 +157,7 @@ def test_export_of_a_subset_and_of_a_static_model(runs, tmp_path):
 
 def test_exit_layers_without_the_checkpoints(runs, tmp_path):
     """Checkpoints moved away: the exits follow from the method, hidden size from the model."""
-    for name in ("pabee", "static"):
+    for name in ("pabee", "static", "mean"):
         moved = tmp_path / name
         shutil.copytree(runs[name], moved)
         summary = json.loads((moved / R.SUMMARY_FILE).read_text())

@@ -21,6 +21,7 @@ from eebench.measure.flops import (
     torch_flops,
 )
 from eebench.methods.base import METHODS, get_method
+from eebench.models.backbones import POOLINGS
 from eebench.models.multi_exit import assemble, build_model
 from tests import tiny
 
@@ -41,18 +42,22 @@ def _pieces(model, n: int, layers=None, heads=None):
     yield ("embed", 0), model.embed, _inputs(model, n)
     for i in range(model.num_layers) if layers is None else layers:
         yield ("layer", i), (lambda h, m, i=i: model.layer(i, h, m)), (hidden, mask)
+    mask_2d = _inputs(model, n)[1]  # a head reads the hidden states and the 0/1 mask
     for j in range(model.num_exits) if heads is None else heads:
-        yield ("head", j), (lambda h, j=j: model.head(j, h)), (hidden,)
+        yield ("head", j), (lambda h, m, j=j: model.head(j, h, m)), (hidden, mask_2d)
 
 
 def _row(table, kind: str, index: int) -> np.ndarray:
     return {"embed": table.embedding[None], "layer": table.layer, "head": table.head}[kind][index]
 
 
-@pytest.fixture(scope="module", params=sorted(METHODS.names()))
+@pytest.fixture(scope="module",
+                params=[(m, p) for m in sorted(METHODS.names()) for p in POOLINGS],
+                ids=lambda mp: "-".join(mp))
 def method_model(request):
-    return tiny.tiny_model(request.param, num_labels=C, num_layers=2 if request.param != "static"
-                           else None, seed=0)
+    method, pooling = request.param
+    return tiny.tiny_model(method, num_labels=C, num_layers=2 if method != "static" else None,
+                           seed=0, pooling=pooling)
 
 
 def test_the_built_in_methods_are_covered():
@@ -84,6 +89,24 @@ def test_mac2_all_adds_the_elementwise_work():
     assert count_flops(lambda h: model.head(0, h), (hidden,), "mac2-all", model) == HEAD + D  # tanh
 
 
+@pytest.mark.parametrize("n", [1, 7, 40])
+def test_a_mean_pooling_head_costs_its_mask_multiply_and_divide_under_mac2_all(n):
+    model = tiny.tiny_model("deebert", num_labels=C, num_layers=2, pooling="mean")
+    ids, ones, types = _inputs(model, n)
+    hidden, _ = model.embed(ids, ones, types)
+
+    def head(h, m):
+        return model.head(0, h, m)
+
+    assert count_flops(head, (hidden, ones), "mac2-matmul", model) == HEAD  # no matmul added
+    # tanh (D), the multiply by the mask (n * D) and the divide by the token count (D); the sum
+    # over tokens is a reduction, which neither counter counts under this convention
+    assert count_flops(head, (hidden, ones), "mac2-all", model) == HEAD + D + n * D + D
+    table = build_cost_table(model, 48, "mac2-all")
+    assert table.fitted and table.head[1, n] == HEAD + 2 * D + n * D
+    assert (build_cost_table(model, 48).head[:, 1:] == HEAD).all()
+
+
 def test_sdpa_is_a_counting_gap_that_the_table_avoids_and_exact_mode():
     model = tiny.tiny_model("static", num_labels=C, num_layers=1, attn_implementation="sdpa")
     hidden, mask = model.embed(*_inputs(model, 5))
@@ -113,7 +136,8 @@ def test_fitted_table_equals_direct_counts_at_other_lengths():
 class _CubicHead(torch.nn.Module):
     """(H H^T)(H H^T): n^3 work, beyond any quadratic fit."""
 
-    def forward(self, hidden: torch.Tensor) -> torch.Tensor:
+    def forward(self, hidden: torch.Tensor, attention_mask: torch.Tensor | None = None
+                ) -> torch.Tensor:
         scores = hidden @ hidden.transpose(-1, -2)
         return (scores @ scores)[:, 0, :C]
 

@@ -14,7 +14,16 @@ from safetensors.torch import load_model, save_model
 import eebench.methods  # noqa: F401  (registers the built-in methods)
 from eebench.errors import EebenchError, UsageError
 from eebench.methods.base import METHODS, get_method
-from eebench.models import MultiExitModel, build_model, load_tokenizer, resolve_backbone
+from eebench.models import (
+    POOLINGS,
+    MultiExitModel,
+    build_model,
+    default_pooling,
+    load_tokenizer,
+    pool_tokens,
+    resolve_backbone,
+    resolve_pooling,
+)
 from tests.tiny import save_tiny_backbone, tiny_model, tokenizer
 
 ALL_METHODS = METHODS.names()
@@ -34,13 +43,14 @@ def _stepwise(model: MultiExitModel, ids, mask, types) -> torch.Tensor:
     for i in range(model.num_layers):
         h = model.layer(i, h, m)
         if i + 1 in model.exit_layers:
-            out.append(model.head(model.exit_layers.index(i + 1), h))
+            out.append(model.head(model.exit_layers.index(i + 1), h, mask))
     return torch.stack(out)
 
 
+@pytest.mark.parametrize("pooling", POOLINGS)
 @pytest.mark.parametrize("method", ALL_METHODS)
-def test_stepwise_forward_equals_forward(method):
-    model = tiny_model(method)
+def test_stepwise_forward_equals_forward(method, pooling):
+    model = tiny_model(method, pooling=pooling)
     ids, mask, types = _batch(SENTENCES)
     with torch.no_grad():
         full = model(ids, mask, types)
@@ -49,10 +59,11 @@ def test_stepwise_forward_equals_forward(method):
     assert torch.equal(full, steps)
 
 
+@pytest.mark.parametrize("pooling", POOLINGS)
 @pytest.mark.parametrize("attn", ["eager", "sdpa"])
 @pytest.mark.parametrize("method", ALL_METHODS)
-def test_padding_never_changes_a_samples_logits(method, attn):
-    model = tiny_model(method, attn_implementation=attn)
+def test_padding_never_changes_a_samples_logits(method, attn, pooling):
+    model = tiny_model(method, attn_implementation=attn, pooling=pooling)
     short, long = SENTENCES
     with torch.no_grad():
         alone = model(*_batch([short]))[:, 0]
@@ -60,6 +71,38 @@ def test_padding_never_changes_a_samples_logits(method, attn):
         assert mask[0].sum() < mask.shape[1]  # the short one really is padded
         batched = model(ids, mask, types)[:, 0]
     torch.testing.assert_close(batched, alone, atol=1e-5, rtol=0)
+
+
+def test_mean_pooling_is_the_masked_mean_of_the_real_tokens():
+    model = tiny_model("deebert", pooling="mean")
+    ids, mask, types = _batch(SENTENCES)
+    with torch.no_grad():
+        h, ext = model.embed(ids, mask, types)
+        h = model.layer(0, h, ext)
+        short = int(mask[0].sum())
+        assert short < mask.shape[1]
+        by_hand = torch.stack([h[0, :short].mean(0), h[1].mean(0)])  # padding left out
+        torch.testing.assert_close(pool_tokens(h, mask, "mean"), by_hand, atol=1e-6, rtol=0)
+        assert torch.equal(pool_tokens(h, mask, "cls"), h[:, 0])
+        head = model.heads[0]
+        expected = head.classifier(torch.tanh(head.pooler.dense(by_hand)))
+        torch.testing.assert_close(model.head(0, h, mask), expected, atol=1e-6, rtol=0)
+        # the padded positions hold real numbers: reading them would change the result
+        assert not torch.allclose(pool_tokens(h, torch.ones_like(mask), "mean")[0], by_hand[0])
+        # no mask: no padding, every token counts
+        torch.testing.assert_close(pool_tokens(h, None, "mean"), h.mean(1), atol=1e-6, rtol=0)
+
+
+@pytest.mark.parametrize("method", ALL_METHODS)
+def test_the_pooling_choice_reaches_every_head(method):
+    cls_model, mean_model = (tiny_model(method, pooling=p) for p in POOLINGS)
+    assert {h.pooler.pooling for h in mean_model.heads} == {"mean"}
+    assert {h.pooler.pooling for h in cls_model.heads} == {"cls"}
+    ids, mask, types = _batch(SENTENCES)
+    with torch.no_grad():  # the same weights, pooled two ways
+        assert not torch.allclose(cls_model(ids, mask, types), mean_model(ids, mask, types))
+    with pytest.raises(UsageError, match="pooling"):
+        tiny_model(method, pooling="max")
 
 
 def test_sdpa_and_eager_agree():
@@ -95,11 +138,12 @@ def test_backbone_parameters_are_embeddings_and_layers(method):
     assert backbone | heads == {id(p) for p in model.parameters()}
 
 
+@pytest.mark.parametrize("pooling", POOLINGS)
 @pytest.mark.parametrize("method", ALL_METHODS)
-def test_model_config_round_trip_gives_identical_logits(method, tmp_path):
-    model = tiny_model(method, num_labels=3)
+def test_model_config_round_trip_gives_identical_logits(method, pooling, tmp_path):
+    model = tiny_model(method, num_labels=3, pooling=pooling)
     cfg = json.loads(json.dumps(model.model_config()))  # JSON-able, as written to disk
-    assert (cfg["method"], cfg["num_labels"]) == (method, 3)
+    assert (cfg["method"], cfg["num_labels"], cfg["pooling"]) == (method, 3, pooling)
     assert cfg["exit_layers"] == list(model.exit_layers)
     save_model(model, str(tmp_path / "model.safetensors"))  # how checkpoints are written
 
@@ -120,6 +164,11 @@ def test_model_config_mismatch_is_a_clear_error():
         MultiExitModel.from_model_config({**cfg, "exit_layers": [1, 3]})
     with pytest.raises(EebenchError, match="malformed"):
         MultiExitModel.from_model_config({k: v for k, v in cfg.items() if k != "num_layers"})
+    with pytest.raises(EebenchError, match="pooling"):
+        MultiExitModel.from_model_config({**cfg, "pooling": "max"})
+    # a config written before the pooling was recorded pooled [CLS]
+    old = MultiExitModel.from_model_config({k: v for k, v in cfg.items() if k != "pooling"})
+    assert old.pooling == "cls"
 
 
 def test_unknown_attention_implementation():
@@ -161,6 +210,39 @@ def test_local_model_directory(tmp_path):
     model = build_model(str(path), get_method("pabee"), num_labels=2)
     assert (model.num_layers, model.config.hidden_size, model.source) == (3, 32, str(path))
     assert load_tokenizer(str(path)).is_fast
+
+
+def test_default_pooling_follows_the_backbones_pretraining(tmp_path):
+    assert default_pooling("minilm-l6") == "mean"  # sentence-transformers: 1_Pooling says mean
+    assert default_pooling("bert-base") == "cls"  # a hub id: BERT's [CLS] pooler
+    plain = save_tiny_backbone(tmp_path / "plain", num_layers=2)
+    assert default_pooling(str(plain)) == "cls"  # no 1_Pooling
+    assert build_model(str(plain), get_method("pabee"), 2).pooling == "cls"
+    st = save_tiny_backbone(tmp_path / "st", num_layers=2, mean_pooling=True)
+    assert default_pooling(str(st)) == "mean"
+    model = build_model(str(st), get_method("pabee"), 2)
+    assert model.pooling == model.heads[0].pooler.pooling == "mean"
+    assert build_model(str(st), get_method("pabee"), 2, pooling="cls").pooling == "cls"
+    assert resolve_pooling(str(st), None) == "mean"
+    assert resolve_pooling("bert-base", "mean") == "mean"
+    with pytest.raises(UsageError, match="unknown pooling"):
+        resolve_pooling(str(st), "max")
+    (st / "1_Pooling" / "config.json").write_text("{not json")
+    with pytest.raises(EebenchError, match="pooling config"):
+        default_pooling(str(st))
+
+
+def test_backbones_command_shows_each_default_pooling():
+    from typer.testing import CliRunner
+
+    from eebench.cli import app
+
+    result = CliRunner().invoke(app, ["backbones", "--json"])
+    assert result.exit_code == 0, result.output
+    rows = {r["name"]: r["pooling"] for r in json.loads(result.stdout)}
+    assert rows["minilm-l6"] == "mean" and rows["bert-base"] == "cls"
+    table = CliRunner().invoke(app, ["backbones"])
+    assert table.exit_code == 0 and "pooling" in table.stderr and not table.stdout
 
 
 def test_unknown_backbone_suggests_a_name():

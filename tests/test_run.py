@@ -80,6 +80,31 @@ def test_static_run_trains_one_model_per_k(tmp_path, backbone, data_dir, monkeyp
     assert len(out["summary"]["checkpoints"]) == 2
 
 
+def test_pooling_is_part_of_the_run_and_its_checkpoint(tmp_path, backbone, data_dir,
+                                                       monkeypatch):
+    monkeypatch.chdir(tmp_path)
+    mean = _run(tmp_path, backbone, data_dir, "--method", "pabee", "--pooling", "mean")
+    run_dir = tmp_path / "runs" / mean["run_dir"].split("runs/", 1)[1]
+    cfg = R.RunConfig.model_validate_json((run_dir / R.CONFIG_FILE).read_text())
+    assert cfg.pooling == "mean" and run_dir.name == cfg.key()
+    [checkpoint] = mean["summary"]["checkpoints"]
+    model_config = json.loads((tmp_path / checkpoint / "model_config.json").read_text())
+    assert model_config["pooling"] == "mean"
+    for p in mean["points"]:  # real dynamic inference on mean-pooled heads agrees
+        assert p["disagreements"] == p["disagreements_near_threshold"]
+    # a config file's pooling is the same run
+    toml = tmp_path / "bench.toml"
+    toml.write_text('pooling = "mean"\n')
+    same = _run(tmp_path, backbone, data_dir, "--method", "pabee", "--config", str(toml))
+    assert same["run_dir"] == mean["run_dir"]
+    # [CLS] (this backbone's default: no sentence-transformers pooling config) is another run
+    cls = _run(tmp_path, backbone, data_dir, "--method", "pabee", "--no-timing")
+    cls_dir = tmp_path / "runs" / cls["run_dir"].split("runs/", 1)[1]
+    assert R.RunConfig.model_validate_json((cls_dir / R.CONFIG_FILE).read_text()).pooling == "cls"
+    assert cls_dir.parent == run_dir.parent and cls_dir != run_dir
+    assert cls["summary"]["checkpoints"] != mean["summary"]["checkpoints"]
+
+
 def test_run_refuses_bad_input(tmp_path, backbone, data_dir):
     base = ["run", "--model", str(backbone), "--data-dir", str(data_dir)]
     cases = [
@@ -88,7 +113,11 @@ def test_run_refuses_bad_input(tmp_path, backbone, data_dir):
         (["--method", "pabee", "--task", "rte", "--sweep", "a,b"], 2),
         (["--method", "pabee", "--task", "rte", "--split", "validation_matched"], 2),
         (["--method", "pabee"], 2),
+        (["--method", "pabee", "--task", "rte", "--pooling", "max"], 2),
     ]
+    toml = tmp_path / "bad.toml"
+    toml.write_text('pooling = "max"\n')
+    cases.append((["--method", "pabee", "--task", "rte", "--config", str(toml)], 2))
     for extra, code in cases:
         result = runner.invoke(app, base + extra)
         assert result.exit_code == code, (extra, result.output)

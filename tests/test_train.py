@@ -290,6 +290,19 @@ def test_cli_trains_a_tiny_model_end_to_end(tiny_model, data_dir, tmp_path):
     again = _cli(*args)
     assert again.exit_code == 0 and "already trained" in again.stderr
     assert json.loads(again.stdout)["checkpoint"] == str(path)
+    assert report["pooling"] == meta["config"]["pooling"] == model.pooling == "cls"
+    # no sentence-transformers pooling config: [CLS] is the default, so saying it changes nothing
+    same = _cli(*args, "--pooling", "cls")
+    assert same.exit_code == 0 and json.loads(same.stdout)["checkpoint"] == str(path)
+    # mean pooling is another model structure: another checkpoint
+    mean = _cli(*args, "--pooling", "mean")
+    assert mean.exit_code == 0, mean.output
+    other = json.loads(mean.stdout)
+    assert other["pooling"] == "mean" and other["config_hash"] != report["config_hash"]
+    assert Path(other["checkpoint"]).parent == path.parent
+    model, _, meta = load_trained(Path(other["checkpoint"]))
+    assert model.pooling == meta["model_config"]["pooling"] == meta["config"]["pooling"] == "mean"
+    assert {h.pooler.pooling for h in model.heads} == {"mean"}
 
 
 def test_cli_usage_errors_exit_2(tiny_model, data_dir, tmp_path):
@@ -305,4 +318,6 @@ def test_cli_usage_errors_exit_2(tiny_model, data_dir, tmp_path):
     assert result.exit_code == 2 and "key=value" in result.stderr
     result = _cli("--method", "pabee", *base, "--stage", "joint.batch_size=4")
     assert result.exit_code == 2
+    result = _cli("--method", "pabee", *base, "--pooling", "max")
+    assert result.exit_code == 2 and "unknown pooling" in result.stderr
     assert not any(tmp_path.iterdir())

@@ -6,6 +6,7 @@ tokenised by it runs through a tiny model; everything else is small enough for s
 
 from __future__ import annotations
 
+import json
 from functools import lru_cache
 from pathlib import Path
 from typing import Any
@@ -49,14 +50,14 @@ def tiny_hf_model(seed: int = 0, attn_implementation: str = "eager", **config: A
 
 def tiny_model(method: str | EarlyExitMethod = "pabee", num_labels: int = 2, seed: int = 0,
                num_layers: int | None = None, attn_implementation: str = "eager",
-               depth: int = 4, **config: Any) -> MultiExitModel:
+               depth: int = 4, pooling: str = "cls", **config: Any) -> MultiExitModel:
     """A MultiExitModel for `method` (a name or an instance) on a tiny random backbone of
-    `depth` layers, in eval mode. `num_layers` keeps only the first layers (static k); `config`
-    goes to `tiny_config` (hidden, heads, intermediate, ...)."""
+    `depth` layers, in eval mode, its heads pooling with `pooling`. `num_layers` keeps only the
+    first layers (static k); `config` goes to `tiny_config` (hidden, heads, intermediate, ...)."""
     m = get_method(method) if isinstance(method, str) else method
     hf = tiny_hf_model(seed, attn_implementation, num_layers=depth, **config)
     torch.manual_seed(seed + 1)  # the heads' initialisation
-    return assemble(hf, m, num_labels, num_layers)
+    return assemble(hf, m, num_labels, num_layers, pooling)
 
 
 @lru_cache(maxsize=1)
@@ -67,10 +68,18 @@ def tokenizer():
     return load_tokenizer("minilm-l6")
 
 
-def save_tiny_backbone(path: Path, seed: int = 0, **config: Any) -> Path:
+def save_tiny_backbone(path: Path, seed: int = 0, mean_pooling: bool = False, **config: Any
+                       ) -> Path:
     """Write a tiny pretrained-style model directory (config, safetensors, tokenizer) that
-    `--model <path>` and `build_model(str(path), ...)` load like a real checkpoint."""
+    `--model <path>` and `build_model(str(path), ...)` load like a real checkpoint.
+    `mean_pooling=True` adds a sentence-transformers `1_Pooling/config.json` that says mean
+    pooling, as all-MiniLM-L6-v2 has."""
     path = Path(path)
     tiny_hf_model(seed, **config).save_pretrained(str(path))
     tokenizer().save_pretrained(str(path))
+    if mean_pooling:
+        (path / "1_Pooling").mkdir(exist_ok=True)
+        (path / "1_Pooling" / "config.json").write_text(json.dumps({
+            "word_embedding_dimension": tiny_config(**config).hidden_size,
+            "pooling_mode_cls_token": False, "pooling_mode_mean_tokens": True}))
     return path

@@ -37,6 +37,9 @@ def flops_command(
     num_labels: Annotated[int, typer.Option("--num-labels")] = 2,
     convention: Annotated[str, typer.Option(
         "--convention", help="FLOPs convention (see docs/flops.md).")] = "mac2-matmul",
+    pooling: Annotated[str | None, typer.Option(
+        "--pooling", help="How the exit heads pool: cls or mean (default: the way the backbone "
+        "was pretrained to pool; see `eebench backbones`).", show_default=False)] = None,
     json_out: bool = JsonOption,
 ) -> None:
     """Count FLOPs per module (embeddings, each layer, each exit head) with fvcore and torch."""
@@ -45,6 +48,7 @@ def flops_command(
 
     from eebench.measure.flops import CONVENTIONS, fvcore_flops, torch_flops
     from eebench.methods.base import get_method
+    from eebench.models.backbones import resolve_pooling
     from eebench.models.multi_exit import assemble
 
     if convention not in CONVENTIONS:
@@ -52,20 +56,21 @@ def flops_command(
                          hint=f"choose from: {', '.join(CONVENTIONS)}")
     if num_labels < 1:
         raise UsageError(f"--num-labels must be at least 1, got {num_labels}")
+    pooling = resolve_pooling(model_config, pooling)
     config = _config(model_config)
     if not 1 <= seq_len <= config.max_position_embeddings:
         raise UsageError(f"--seq-len must be in 1..{config.max_position_embeddings}")
     with torch.device("meta"):  # shapes only: counting needs no values and no memory
         hf = AutoModel.from_config(config, attn_implementation="eager")
-        model = assemble(hf, get_method(method), num_labels)
+        model = assemble(hf, get_method(method), num_labels, pooling=pooling)
         ids = torch.zeros(1, seq_len, dtype=torch.long)
         ones = torch.ones(1, seq_len, dtype=torch.long)
         hidden, mask = model.embed(ids, ones, torch.zeros_like(ones))
     pieces = [("embeddings", model.embed, (ids, ones, torch.zeros_like(ones)))]
     pieces += [(f"layer {i + 1}", lambda h, m, i=i: model.layer(i, h, m), (hidden, mask))
                for i in range(model.num_layers)]
-    pieces += [(f"exit head {j} (after layer {k})", lambda h, j=j: model.head(j, h), (hidden,))
-               for j, k in enumerate(model.exit_layers)]
+    pieces += [(f"exit head {j} (after layer {k})", lambda h, m, j=j: model.head(j, h, m),
+                (hidden, ones)) for j, k in enumerate(model.exit_layers)]
     rows = []
     for name, fn, inputs in pieces:
         fv = fvcore_flops(fn, inputs, convention, owner=model)
@@ -74,7 +79,7 @@ def flops_command(
     totals = {c: sum(r[c] for r in rows) for c in ("fvcore", "torch")}
     result = {
         "model_config": model_config, "method": method, "seq_len": seq_len,
-        "num_labels": num_labels, "convention": convention,
+        "num_labels": num_labels, "pooling": pooling, "convention": convention,
         "convention_description": CONVENTIONS[convention],
         "modules": rows, "total_flops": totals["fvcore"], "total_flops_torch": totals["torch"],
         "total_mflops": totals["fvcore"] / 1e6, "counters_agree": all(r["agree"] for r in rows),
@@ -85,8 +90,8 @@ def flops_command(
     else:
         from rich.table import Table
 
-        t = Table(title=f"FLOPs of {model_config} + {method} heads at n = {seq_len} "
-                        f"({convention})")
+        t = Table(title=f"FLOPs of {model_config} + {method} heads ({pooling} pooling) at "
+                        f"n = {seq_len} ({convention})")
         for col in ("module", "fvcore", "FlopCounterMode"):
             t.add_column(col, justify="right" if col != "module" else "left")
         for r in rows:

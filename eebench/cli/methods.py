@@ -34,10 +34,19 @@ def methods(as_json: bool = JsonOption) -> None:
 
 @app.command("backbones", rich_help_panel=PANEL)
 def backbones(as_json: bool = JsonOption) -> None:
-    """List the registered backbone names (any local model directory or hub id works too)."""
-    from eebench.models.backbones import BACKBONES
+    """List the registered backbone names and how their exit heads pool by default (any local
+    model directory or hub id works too)."""
+    from eebench.errors import EebenchError
+    from eebench.models.backbones import BACKBONES, default_pooling
 
-    rows = [{"name": name, "description": b.description} for name, b in BACKBONES.items()]
+    def pooling(name: str) -> str | None:
+        try:
+            return default_pooling(name)
+        except EebenchError:  # e.g. a bundled model whose package is not installed
+            return None
+
+    rows = [{"name": name, "description": b.description, "pooling": pooling(name)}
+            for name, b in BACKBONES.items()]
     if as_json:
         print_json(rows)
         return
@@ -46,8 +55,10 @@ def backbones(as_json: bool = JsonOption) -> None:
 
     table = Table(title=f"{len(rows)} backbones", title_justify="left")
     table.add_column("model")
+    table.add_column("pooling")
     table.add_column("description", overflow="fold")
     for r in rows:
-        table.add_row(r["name"], r["description"])
+        table.add_row(r["name"], r["pooling"] or "?", r["description"])
     err_console.print(table)
-    err_console.print("[dim]--model also takes a local model directory or a Hugging Face hub id")
+    err_console.print("[dim]--model also takes a local model directory or a Hugging Face hub id; "
+                      "--pooling cls|mean overrides the default pooling")

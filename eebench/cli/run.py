@@ -36,6 +36,9 @@ def run_command(
         "--model", help="Backbone: minilm-l6 (default), bert-base, a local directory or a hub id.",
         show_default=False)] = None,
     data_dir: Path | None = DataDirOption,
+    pooling: Annotated[str | None, typer.Option(
+        "--pooling", help="How the exit heads pool the tokens: cls or mean (default: the config's, "
+        "else the way the backbone was pretrained to pool).", show_default=False)] = None,
     split: Annotated[str | None, typer.Option(
         "--split", help="Split to evaluate: dev (default) or test (labels withheld).",
         show_default=False)] = None,
@@ -76,7 +79,8 @@ def run_command(
     """Benchmark a method: train or reuse a checkpoint, sweep exits in one pass, count FLOPs, time.
 
     Writes runs/<model>/<method>/<task>/<config-hash>/ (config, env, points, per-sample
-    predictions, sample ids, summary). Rerunning the same command resumes or returns the finished run.
+    predictions, sample ids, summary). Rerunning the same command resumes or returns the
+    finished run.
     """
     from eebench.cli.train import parse_settings
     from eebench.config import load_config
@@ -98,14 +102,15 @@ def run_command(
         timing["enabled"] = False
     settings = parse_settings(setting or [])
     jobs = [(m, t, s) for m in methods for t in tasks for s in (seed or cfg.seeds)]
-    _run_jobs(jobs, cfg, model or cfg.model, split or cfg.split, settings, parse_sweep(sweep),
-              train, max_seq_length or cfg.max_seq_length, max_eval_samples or cfg.max_eval_samples,
-              timing, resolve_data_dir(data_dir or (Path(cfg.data_dir) if cfg.data_dir else None)),
+    _run_jobs(jobs, cfg, model or cfg.model, pooling or cfg.pooling, split or cfg.split, settings,
+              parse_sweep(sweep), train, max_seq_length or cfg.max_seq_length,
+              max_eval_samples or cfg.max_eval_samples, timing,
+              resolve_data_dir(data_dir or (Path(cfg.data_dir) if cfg.data_dir else None)),
               out or Path(cfg.out), checkpoints or Path(cfg.checkpoints), overwrite, json_out)
 
 
-def _run_jobs(jobs, cfg, model, split, settings, sweep, train, max_seq_length, max_eval_samples,
-              timing, data_dir, out, checkpoints, overwrite, json_out) -> None:
+def _run_jobs(jobs, cfg, model, pooling, split, settings, sweep, train, max_seq_length,
+              max_eval_samples, timing, data_dir, out, checkpoints, overwrite, json_out) -> None:
     from eebench.cli.common import progress
     from eebench.runner import RunOptions, execute, make_run_config
 
@@ -113,7 +118,7 @@ def _run_jobs(jobs, cfg, model, split, settings, sweep, train, max_seq_length, m
     configs = [
         make_run_config(m, t, model, split, s, {**cfg.methods_settings.get(m, {}), **settings},
                         sweep if sweep is not None else cfg.sweeps.get(m), train, max_seq_length,
-                        max_eval_samples, cfg.flops_convention, timing)
+                        max_eval_samples, cfg.flops_convention, timing, pooling)
         for m, t, s in jobs
     ]
     summaries = []
@@ -122,7 +127,8 @@ def _run_jobs(jobs, cfg, model, split, settings, sweep, train, max_seq_length, m
                           overwrite=overwrite, eval_batch_size=cfg.eval_batch_size,
                           console=err_console, progress=bar)
         for rc in configs:
-            err_console.print(f"[bold]run[/] {rc.method} on {rc.task} (seed {rc.seed})")
+            err_console.print(f"[bold]run[/] {rc.method} on {rc.task} (seed {rc.seed}, "
+                              f"{rc.pooling} pooling)")
             run_dir = execute(rc, opts)
             summaries.append(_report(run_dir, json_out))
     if json_out:

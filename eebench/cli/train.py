@@ -65,6 +65,10 @@ def train_command(
         "--model", help="Backbone: minilm-l6, bert-base, a local model directory or a hub id.",
     )] = "minilm-l6",
     data_dir: Path | None = DataDirOption,
+    pooling: Annotated[str | None, typer.Option(
+        "--pooling", help="How the exit heads pool the tokens: cls or mean (default: the way the "
+        "backbone was pretrained to pool; see `eebench backbones`).", show_default=False)
+    ] = None,
     max_train_samples: Annotated[int | None, typer.Option(
         "--max-train-samples", help="Train on a seeded random subset of N examples.",
         show_default=False)] = None,
@@ -102,6 +106,7 @@ def train_command(
 ) -> None:
     """Fine-tune an early-exit method on a task; rerun the same command to resume."""
     from eebench.methods.base import get_method
+    from eebench.models.backbones import resolve_pooling
     from eebench.tasks.spec import get_task
 
     settings = parse_settings(setting or [])
@@ -117,11 +122,12 @@ def train_command(
     spec = get_task(task)
     m = get_method(method, **settings)
     m.check_task(spec)
-    _run(m, spec, model, resolve_data_dir(data_dir), cfg, out, overwrite, json_out)
+    pooling = resolve_pooling(model, pooling)
+    _run(m, spec, model, pooling, resolve_data_dir(data_dir), cfg, out, overwrite, json_out)
 
 
-def _run(method, spec, model: str, data_dir: Path | None, cfg: TrainConfig, out: Path,
-         overwrite: bool, json_out: bool) -> None:
+def _run(method, spec, model: str, pooling: str, data_dir: Path | None, cfg: TrainConfig,
+         out: Path, overwrite: bool, json_out: bool) -> None:
     from eebench.checkpoint import read_state
     from eebench.tasks.loaders import load_split
     from eebench.train import train
@@ -130,10 +136,11 @@ def _run(method, spec, model: str, data_dir: Path | None, cfg: TrainConfig, out:
     dev_examples = load_split(spec, "dev", data_dir)
     err_console.print(f"[bold]{method.name}[/] on [bold]{spec.title}[/]: "
                       f"{min(len(train_examples), cfg.max_train_samples or len(train_examples))} "
-                      f"train / {len(dev_examples)} dev examples, model {model}")
+                      f"train / {len(dev_examples)} dev examples, model {model} "
+                      f"({pooling} pooling)")
     start = time.perf_counter()
     path = train(method, spec, model, train_examples, dev_examples, cfg, out,
-                 console=err_console, overwrite=overwrite)
+                 console=err_console, overwrite=overwrite, pooling=pooling)
     seconds = time.perf_counter() - start
     state = read_state(path)
     last = state.history[-1] if state and state.history else None
@@ -143,7 +150,8 @@ def _run(method, spec, model: str, data_dir: Path | None, cfg: TrainConfig, out:
         print_json({
             "checkpoint": str(path),
             "config_hash": state.config_hash if state else None,
-            "model": model, "method": method.name, "method_settings": method.settings,
+            "model": model, "pooling": pooling, "method": method.name,
+            "method_settings": method.settings,
             "task": spec.name, "finished": bool(state and state.finished),
             "global_step": state.global_step if state else 0,
             "seconds": round(seconds, 3),

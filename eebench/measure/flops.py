@@ -5,6 +5,10 @@ only the one path it happened to take. So each piece is counted on its own, at b
 token length n (no padding), and a sample's FLOPs are the sum along its executed path at its own
 length: embeddings + layers 1..k + every exit head evaluated on the way.
 
+An exit head's inputs are the hidden states [1, n, d] and the 2-D attention mask [1, n]: a head
+that mean-pools reads every token (its multiply by the mask and its divide are element-wise work,
+0 FLOPs under mac2-matmul), a head on [CLS] reads one, and its cost does not depend on n.
+
 Each piece is counted twice, by fvcore (`FlopCountAnalysis`, a JIT trace of the one module) and by
 torch (`FlopCounterMode`, dispatch level); the two must agree exactly, which catches an op that
 one of them silently skips (SDPA attention is such a gap, so attention is counted in eager mode).
@@ -346,7 +350,8 @@ def build_cost_table(model: nn.Module, max_len: int, convention: str = DEFAULT_C
     pieces += [(_signature("layer", mod), lambda n, i=i: layer_call(i, n))
                for i, mod in enumerate(model.layers)]
     pieces += [(_signature("head", mod), lambda n, j=j: (
-        (lambda h: model.head(j, h)), embedded_at(n)[:1])) for j, mod in enumerate(model.heads)]
+        (lambda h, m: model.head(j, h, m)), (embedded_at(n)[0], embed_inputs(n)[1])))
+        for j, mod in enumerate(model.heads)]  # a head reads the hidden states and the 2-D mask
 
     shared: dict[tuple, tuple[np.ndarray, Callable[[int], Fraction]]] = {}
     rows, all_fitted = [], True

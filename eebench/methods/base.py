@@ -122,7 +122,8 @@ class EarlyExitMethod:
     def build_heads(self, config: Any, num_labels: int, num_layers: int, pooler: nn.Module | None
                     ) -> ExitHeads:
         """Exit heads for a backbone of `num_layers` layers. `pooler` is a copy of the pretrained
-        pooler (a fresh one where the checkpoint has none): use it, share it or copy it."""
+        pooler (a fresh one where the checkpoint has none) that already pools the model's way
+        ([CLS] or masked mean): use it, share it or copy it."""
         raise NotImplementedError
 
     # -- training ------------------------------------------------------------------------------

@@ -1,7 +1,7 @@
 """DeeBERT (Xin et al., ACL 2020): off-ramps after every layer, exit when the entropy is low.
 
-    off-ramp i = its own pooler (dense + tanh on layer i's [CLS], from the pretrained pooler)
-                 -> dropout -> linear,                                   i = 1..L
+    off-ramp i = its own pooler (dense + tanh on layer i's pooled tokens, from the pretrained
+                 pooler) -> dropout -> linear,                           i = 1..L
     stage 1:  train backbone + off-ramp L on CE(off-ramp L)
     stage 2:  freeze backbone and off-ramp L; train off-ramps 1..L-1 on sum_i CE(off-ramp i)
     infer:    exit at the first i with H(softmax(logits_i)) < threshold (off-ramp L always exits)

@@ -2,12 +2,13 @@
 
 Each k is its own fine-tuned model, so the sweep runs over models, not over an exit rule:
 
-    model_k = layers 1..k of the backbone, then pooler -> dropout -> linear on [CLS] after layer k
+    model_k = layers 1..k of the backbone, then pooler -> dropout -> linear after layer k
     train:   every parameter on the cross-entropy (MSE for regression) of that single exit
     infer:   every sample exits after layer k
 
-The pooler starts from the pretrained one. The static points of a reference model are what the
-ELUE score's reference curve is built from.
+The pooler starts from the pretrained one and, like every method's heads, pools [CLS] or the
+masked mean of the tokens (the model's `pooling`). The static points of a reference model are
+what the ELUE score's reference curve is built from.
 """
 
 from __future__ import annotations

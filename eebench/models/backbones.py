@@ -11,11 +11,18 @@ A `--model` value is one of
 A backbone *family* (config.model_type) says where the embeddings, encoder layers and pooler sit.
 BERT-family encoders (BERT, MiniLM) are supported; RoBERTa, ALBERT (one layer shared by every
 depth: the same module repeated in `layers`) or ElasticBERT would each add one entry to FAMILIES.
+
+A backbone also has a *pooling*: how its pretraining summarised a sequence, which is what its
+hidden states are good for. BERT (next-sentence prediction) pools [CLS]; a sentence-transformers
+model such as all-MiniLM-L6-v2 was trained on the masked mean of its tokens, and its [CLS] state
+carries little: at layers 1-3 it is the same for every input. Exit heads pool the same way
+(`default_pooling`), unless the user says otherwise.
 """
 
 from __future__ import annotations
 
 import difflib
+import json
 import os
 import socket
 from collections.abc import Callable
@@ -24,7 +31,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 from urllib.parse import urlparse
 
-from eebench.errors import EebenchError, UsageError
+from eebench.errors import DataError, EebenchError, UsageError
 from eebench.registry import Registry
 
 if TYPE_CHECKING:
@@ -138,6 +145,37 @@ def load_tokenizer(name: str) -> Any:
     return tok
 
 
+# ------------------------------------------------------------------------------------- pooling
+POOLINGS = ("cls", "mean")  # the [CLS] hidden state, or the mean over real (unpadded) tokens
+ST_POOLING_CONFIG = Path("1_Pooling") / "config.json"  # sentence-transformers' pooling module
+
+
+def check_pooling(pooling: str) -> str:
+    if pooling not in POOLINGS:
+        raise UsageError(f"unknown pooling {pooling!r}", hint=f"choose from: {', '.join(POOLINGS)}")
+    return pooling
+
+
+def default_pooling(name: str) -> str:
+    """How backbone `name` was pretrained to pool: "mean" for a model directory whose
+    sentence-transformers pooling config says mean tokens, else "cls" (BERT's pooler; hub ids
+    are not downloaded to find out)."""
+    where = Path(resolve_backbone(name))
+    file = where / ST_POOLING_CONFIG
+    if not (where.is_dir() and file.is_file()):
+        return "cls"
+    try:
+        config = json.loads(file.read_text(encoding="utf-8"))
+    except (OSError, ValueError) as e:
+        raise DataError(f"{file}: not a readable pooling config ({e})") from None
+    return "mean" if isinstance(config, dict) and config.get("pooling_mode_mean_tokens") else "cls"
+
+
+def resolve_pooling(name: str, pooling: str | None) -> str:
+    """The pooling to build with: the user's choice, or None for the backbone's own."""
+    return default_pooling(name) if pooling is None else check_pooling(pooling)
+
+
 # ------------------------------------------------------------------------------------ families
 @dataclass(frozen=True)
 class Parts:
@@ -145,7 +183,7 @@ class Parts:
 
     embeddings: nn.Module  # (input_ids, token_type_ids) -> hidden [B, T, H]
     layers: list[nn.Module]  # layer(hidden, attention_mask=additive [B, 1, 1, T]) -> hidden
-    pooler: nn.Module | None  # dense + tanh on [CLS], None where the checkpoint has none
+    pooler: nn.Module | None  # `.dense` then tanh on [CLS], None where the checkpoint has none
 
 
 def _bert_parts(model: Any) -> Parts:

@@ -4,13 +4,18 @@ Everything downstream uses this one small contract:
 
 - `forward` runs every layer and every head once and returns all exits' logits [E, B, C]: the
   evaluator stores them and decides exits for a whole sweep without re-running the model;
-- `embed`, `layer(i)`, `head(j)` are the same computation one step at a time, so real dynamic
-  inference can stop a sample early and drop it from the batch;
+- `embed`, `layer(i)`, `head(j, hidden, attention_mask)` are the same computation one step at a
+  time, so real dynamic inference can stop a sample early and drop it from the batch;
 - the FLOP counter costs `embeddings`, each of `layers` and each of `heads` on its own.
 
 The attention mask is built here (additive float [B, 1, 1, T]: 0 for tokens, the dtype's minimum
 for padding), which both the eager and the SDPA attention of Hugging Face encoders accept. A padded
 key then gets exactly zero attention weight, so padding never changes a sample's logits.
+
+Every exit head pools the same way, `pooling`: the [CLS] state ("cls", BERT's pretraining) or the
+mean over real tokens ("mean", sentence-transformers' pretraining; padding excluded through the
+2-D 0/1 attention mask, which is why `head` takes it). It is part of the structure: recorded in
+`model_config()` and chosen per backbone by default (eebench.models.backbones.default_pooling).
 """
 
 from __future__ import annotations
@@ -23,33 +28,66 @@ import torch
 from torch import nn
 
 from eebench.errors import DataError, UsageError
-from eebench.models.backbones import encoder_parts, load_hf_model, load_tokenizer
+from eebench.models.backbones import (
+    POOLINGS,
+    check_pooling,
+    encoder_parts,
+    load_hf_model,
+    load_tokenizer,
+    resolve_pooling,
+)
 
 if TYPE_CHECKING:
     from eebench.methods.base import EarlyExitMethod, ExitHeads
 
 ATTN_IMPLEMENTATIONS = ("eager", "sdpa")  # eager: what the FLOP counter traces; sdpa: faster
-MODEL_CONFIG_VERSION = 1
+MODEL_CONFIG_VERSION = 2  # 2: records the heads' pooling (version 1 pooled [CLS])
 
-__all__ = ["ClsPooler", "ExitHead", "MultiExitModel", "assemble", "build_model", "load_tokenizer"]
+__all__ = ["POOLINGS", "ExitHead", "ExitPooler", "MultiExitModel", "assemble", "build_model",
+           "load_tokenizer", "pool_tokens"]
 
 
-class ClsPooler(nn.Module):
-    """Dense + tanh on the [CLS] hidden state: BERT's pooler, for backbones that lack one."""
+def pool_tokens(hidden: torch.Tensor, attention_mask: torch.Tensor | None, pooling: str
+                ) -> torch.Tensor:
+    """One vector per sample [B, H] from hidden states [B, T, H]: the [CLS] state, or the mean
+    over real tokens (`attention_mask` [B, T], 1 for a token, 0 for padding; None: no padding).
 
-    def __init__(self, hidden_size: int, initializer_range: float = 0.02):
+    The mean is a multiply and a sum, not a matmul, so under mac2-matmul it costs 0 FLOPs."""
+    if pooling == "cls":
+        return hidden[:, 0]
+    if attention_mask is None:
+        attention_mask = torch.ones(hidden.shape[:2], device=hidden.device)
+    keep = attention_mask[:, :, None].to(hidden.dtype)
+    return (hidden * keep).sum(1) / keep.sum(1).clamp(min=1)
+
+
+class ExitPooler(nn.Module):
+    """Pool the tokens ([CLS] or masked mean) -> dense -> tanh: BERT's pooler, on either pooling.
+
+    `dense` is the pretrained pooler's dense layer (a fresh one where the checkpoint has none);
+    the parameter names (`dense.weight`, `dense.bias`) are BERT's."""
+
+    def __init__(self, hidden_size: int, pooling: str, dense: nn.Linear | None = None,
+                 initializer_range: float = 0.02):
         super().__init__()
-        self.dense = nn.Linear(hidden_size, hidden_size)
+        self.pooling = check_pooling(pooling)
+        if dense is None:
+            dense = nn.Linear(hidden_size, hidden_size)
+            nn.init.normal_(dense.weight, std=initializer_range)
+            nn.init.zeros_(dense.bias)
+        self.dense = dense
         self.activation = nn.Tanh()
-        nn.init.normal_(self.dense.weight, std=initializer_range)
-        nn.init.zeros_(self.dense.bias)
 
-    def forward(self, hidden: torch.Tensor) -> torch.Tensor:
-        return self.activation(self.dense(hidden[:, 0]))
+    def forward(self, hidden: torch.Tensor, attention_mask: torch.Tensor | None = None
+                ) -> torch.Tensor:
+        return self.activation(self.dense(pool_tokens(hidden, attention_mask, self.pooling)))
+
+    def extra_repr(self) -> str:
+        return f"pooling={self.pooling!r}"
 
 
 class ExitHead(nn.Module):
-    """pooler([CLS]) -> dropout -> linear: the classifier a method puts after a layer.
+    """pooler(hidden, mask) -> dropout -> linear: the classifier a method puts after a layer.
 
     `own_pooler=False` keeps a reference to a pooler that another head owns (PABEE shares one
     pooler over all exits): it runs here but is registered, saved and counted only once.
@@ -66,17 +104,20 @@ class ExitHead(nn.Module):
         nn.init.normal_(self.classifier.weight, std=config.initializer_range)
         nn.init.zeros_(self.classifier.bias)
 
-    def forward(self, hidden: torch.Tensor) -> torch.Tensor:
-        return self.classifier(self.dropout(self.pooler(hidden)))
+    def forward(self, hidden: torch.Tensor, attention_mask: torch.Tensor | None = None
+                ) -> torch.Tensor:
+        return self.classifier(self.dropout(self.pooler(hidden, attention_mask)))
 
 
 class MultiExitModel(nn.Module):
     """A backbone's embeddings and first `num_layers` layers, plus a method's exit heads."""
 
     def __init__(self, config: Any, embeddings: nn.Module, layers: list[nn.Module],
-                 exit_heads: ExitHeads, num_labels: int, method: EarlyExitMethod):
+                 exit_heads: ExitHeads, num_labels: int, method: EarlyExitMethod,
+                 pooling: str = "cls"):
         super().__init__()
         self.config = config
+        self.pooling = check_pooling(pooling)  # how the heads pool (they hold it in their pooler)
         self.embeddings = embeddings
         self.layers = nn.ModuleList(layers)
         self.heads = exit_heads.heads
@@ -120,9 +161,12 @@ class MultiExitModel(nn.Module):
         out = self.layers[i](hidden, attention_mask=ext_mask)
         return out[0] if isinstance(out, tuple) else out
 
-    def head(self, j: int, hidden: torch.Tensor) -> torch.Tensor:
-        """Exit j's logits [B, C] from the hidden states after layer exit_layers[j]."""
-        return self.heads[j](hidden)
+    def head(self, j: int, hidden: torch.Tensor, attention_mask: torch.Tensor | None = None
+             ) -> torch.Tensor:
+        """Exit j's logits [B, C] from the hidden states after layer exit_layers[j].
+        `attention_mask` is the 2-D 0/1 mask [B, T] of `hidden` (mean pooling needs it; None:
+        no padding)."""
+        return self.heads[j](hidden, attention_mask)
 
     # -- all at once ---------------------------------------------------------------------------
     def forward(self, input_ids: torch.Tensor, attention_mask: torch.Tensor | None,
@@ -133,7 +177,7 @@ class MultiExitModel(nn.Module):
         for i in range(self.exit_layers[-1]):  # layers after the last exit change nothing
             hidden = self.layer(i, hidden, mask)
             if i + 1 in self._exit_of:
-                logits.append(self.head(self._exit_of[i + 1], hidden))
+                logits.append(self.head(self._exit_of[i + 1], hidden, attention_mask))
         return torch.stack(logits)
 
     def backbone_parameters(self) -> list[nn.Parameter]:
@@ -158,6 +202,7 @@ class MultiExitModel(nn.Module):
             "num_labels": self.num_labels,
             "num_layers": self.num_layers,
             "exit_layers": list(self.exit_layers),
+            "pooling": self.pooling,
             "attn_implementation": self.attn_implementation,
         }
 
@@ -175,11 +220,14 @@ class MultiExitModel(nn.Module):
             attn = cfg.get("attn_implementation", "eager")
             method = get_method(cfg["method"], **cfg.get("method_settings", {}))
             num_labels, exit_layers = int(cfg["num_labels"]), tuple(cfg["exit_layers"])
+            pooling = str(cfg.get("pooling", "cls"))  # version 1 configs pooled [CLS]
         except (KeyError, TypeError, ValueError) as e:
             raise DataError(f"model config is incomplete or malformed: {e!r}") from None
         _check_attn(attn)
+        if pooling not in POOLINGS:
+            raise DataError(f"model config has an unknown pooling {pooling!r}")
         hf = AutoModel.from_config(config, attn_implementation=attn)
-        model = assemble(hf, method, num_labels, config.num_hidden_layers)
+        model = assemble(hf, method, num_labels, config.num_hidden_layers, pooling)
         if model.exit_layers != exit_layers:
             raise DataError(f"model config exit layers {list(exit_layers)} do not match what "
                             f"method {method.name!r} builds: {list(model.exit_layers)}")
@@ -194,9 +242,10 @@ def _check_attn(attn: str) -> None:
 
 
 def assemble(hf_model: nn.Module, method: EarlyExitMethod, num_labels: int,
-             num_layers: int | None = None) -> MultiExitModel:
+             num_layers: int | None = None, pooling: str = "cls") -> MultiExitModel:
     """A MultiExitModel from a Hugging Face encoder: its parts, cut to `num_layers`, plus the
-    method's heads (initialised from the encoder's pooler). Returned in eval mode."""
+    method's heads (initialised from the encoder's pooler, pooling with `pooling`). Returned in
+    eval mode."""
     parts = encoder_parts(hf_model)
     available = len(parts.layers)
     n = method.layers_to_use(available) if num_layers is None else int(num_layers)
@@ -207,19 +256,22 @@ def assemble(hf_model: nn.Module, method: EarlyExitMethod, num_labels: int,
         raise UsageError(f"num_labels must be at least 1, got {num_labels}")
     config = hf_model.config  # the object the layers read: truncation and attention stay in sync
     config.num_hidden_layers = n
-    pooler = parts.pooler
-    if pooler is None:
-        pooler = ClsPooler(config.hidden_size, config.initializer_range)
-    heads = method.build_heads(config, num_labels, n, copy.deepcopy(pooler))
-    model = MultiExitModel(config, parts.embeddings, parts.layers[:n], heads, num_labels, method)
+    dense = None if parts.pooler is None else copy.deepcopy(parts.pooler.dense)
+    pooler = ExitPooler(config.hidden_size, pooling, dense, config.initializer_range)
+    heads = method.build_heads(config, num_labels, n, pooler)
+    model = MultiExitModel(config, parts.embeddings, parts.layers[:n], heads, num_labels, method,
+                           pooling)
     return model.eval()
 
 
 def build_model(backbone: str, method: EarlyExitMethod, num_labels: int,
-                num_layers: int | None = None, attn_implementation: str = "eager"
-                ) -> MultiExitModel:
-    """Pretrained backbone weights (first `num_layers` layers) plus the method's exit heads."""
+                num_layers: int | None = None, attn_implementation: str = "eager",
+                pooling: str | None = None) -> MultiExitModel:
+    """Pretrained backbone weights (first `num_layers` layers) plus the method's exit heads,
+    pooling with `pooling` (None: the way the backbone was pretrained to pool)."""
     _check_attn(attn_implementation)
-    model = assemble(load_hf_model(backbone, attn_implementation), method, num_labels, num_layers)
+    pooling = resolve_pooling(backbone, pooling)
+    model = assemble(load_hf_model(backbone, attn_implementation), method, num_labels, num_layers,
+                     pooling)
     model.source = backbone
     return model

@@ -10,6 +10,10 @@ length n (hidden size d):
 `index` is the test file's index column (the run's ids.txt), `pred` the label as the task's label
 set names it (the score for regression), and `modules` the embeddings, layers 1..k and every exit
 head evaluated on the way to the sample's exit layer k (a static model has only its one head).
+An exit head on [CLS] reads one vector, `(d)`; a head that mean-pools reads every token, `(n,d)`:
+
+    0	entailment	(15),emb; (15,384),layer_1; (15,384),exit_1; (15,384),layer_2; (15,384),exit_2
+
 Everything comes from the run directory: ids.txt, predictions.safetensors (`exit_layer` [P, N],
 `prediction` [P, N], `lengths` [N]) and the exit layers in the checkpoints' model_config.json.
 """
@@ -31,10 +35,12 @@ HEADER = ("index", "pred", "modules")
 
 @dataclass(frozen=True)
 class Structure:
-    """What a sample can execute: hidden size and the layers that carry an exit head."""
+    """What a sample can execute: hidden size, the layers that carry an exit head, and how the
+    heads pool ("cls": they read [CLS] alone; "mean": every token)."""
 
     hidden: int
     exit_layers: tuple[int, ...]
+    pooling: str = "cls"
 
 
 @dataclass(frozen=True)
@@ -62,11 +68,12 @@ class Export:
 def modules(length: int, exit_layer: int, structure: Structure) -> str:
     """The executed modules of one sample, with input shapes at its token length."""
     n, d = int(length), structure.hidden
+    head_input = f"({n},{d})" if structure.pooling == "mean" else f"({d})"
     parts = [f"({n}),emb"]
     for layer in range(1, int(exit_layer) + 1):
         parts.append(f"({n},{d}),layer_{layer}")
         if layer in structure.exit_layers:
-            parts.append(f"({d}),exit_{layer}")
+            parts.append(f"{head_input},exit_{layer}")
     return "; ".join(parts)
 
 
@@ -92,7 +99,8 @@ def _structure_from_checkpoint(path: Path) -> Structure | None:
     cfg = _read_json(cfg_path)
     try:
         return Structure(hidden=int(cfg["backbone_config"]["hidden_size"]),
-                         exit_layers=tuple(int(x) for x in cfg["exit_layers"]))
+                         exit_layers=tuple(int(x) for x in cfg["exit_layers"]),
+                         pooling=str(cfg.get("pooling", "cls")))  # version 1 pooled [CLS]
     except (KeyError, TypeError, ValueError):
         raise DataError(f"{cfg_path}: no hidden_size or exit_layers in it") from None
 
@@ -109,7 +117,8 @@ def _hidden_of(model: str) -> int:
 def structures(run_dir: Path, cfg: R.RunConfig, points: list[R.OperatingPoint]
                ) -> list[Structure]:
     """One Structure per point: from the checkpoints' model_config.json, else by the methods'
-    rule (deebert and pabee have an exit after every layer 1..L, static only after layer k)."""
+    rule (deebert and pabee have an exit after every layer 1..L, static only after layer k) and
+    the run's pooling."""
     from eebench.methods.base import get_method
 
     summary = R.RunSummary.model_validate(_read_json(run_dir / R.SUMMARY_FILE))
@@ -126,7 +135,7 @@ def structures(run_dir: Path, cfg: R.RunConfig, points: list[R.OperatingPoint]
     if any(s is None for s in out):
         hidden = found[0].hidden if found else _hidden_of(cfg.model)
         out = [s or Structure(hidden, (int(p.sweep_value),) if static
-                              else tuple(range(1, p.num_layers + 1)))
+                              else tuple(range(1, p.num_layers + 1)), cfg.pooling)
                for s, p in zip(out, points)]
     return out
 
