@@ -148,13 +148,17 @@ def load_runs(inputs: Sequence[str | Path]) -> list[Run]:
 
 
 def raw_points(runs: Iterable[Run]) -> list[RawPoint]:
-    """Flatten runs into points, labelled by method (model/method when several models appear)."""
+    """Flatten runs into points, labelled by method (model/method when several models appear,
+    and the exit heads' pooling when several poolings do)."""
     runs = list(runs)
     several_models = len({r.model for r in runs}) > 1
+    several_poolings = len({r.config.pooling for r in runs}) > 1
     out = []
     for run in runs:
         for row, p in enumerate(run.points):
             label = f"{run.model}/{p.method}" if several_models else p.method
+            if several_poolings:
+                label = f"{label} ({run.config.pooling} pooling)"
             out.append(RawPoint(point=p, run=run, row=row, label=label))
     return out
 

@@ -57,7 +57,7 @@ def _one(runs, what: str, value) -> str:
     return seen.pop()
 
 
-def _model_info(name: str, num_layers: int, params: int) -> S.ModelInfo:
+def _model_info(name: str, num_layers: int, params: int, pooling: str) -> S.ModelInfo:
     from eebench.errors import EebenchError
     from eebench.models.backbones import resolve_backbone
 
@@ -69,7 +69,7 @@ def _model_info(name: str, num_layers: int, params: int) -> S.ModelInfo:
     return S.ModelInfo(
         name=name, source="local" if local else "hub", revision=None,
         local_sha256=model_dir_sha256(Path(where)) if Path(where).is_dir() else None,
-        num_layers=num_layers, params=params,
+        num_layers=num_layers, params=params, pooling=pooling,
     )
 
 
@@ -176,6 +176,7 @@ def _build(inputs: Sequence[str | Path], data_dir: Path | None, reference: Path 
     method = _one(runs, "methods", lambda r: r.config.method)
     _one(runs, "method settings", lambda r: json.dumps(r.config.method_settings, sort_keys=True))
     convention = _one(runs, "FLOPs conventions", lambda r: r.config.flops_convention)
+    pooling = _one(runs, "exit-head poolings", lambda r: r.config.pooling)
     raw = sc.raw_points(runs)
     sc.check_consistent(raw)
     points = sc.aggregate_seeds(raw)  # refuses a seed given twice for one task
@@ -210,7 +211,7 @@ def _build(inputs: Sequence[str | Path], data_dir: Path | None, reference: Path 
     return S.Submission(
         name=name or f"{model.rstrip('/').split('/')[-1]}-{method}",
         created=datetime.now(timezone.utc).replace(microsecond=0).isoformat(),
-        model=_model_info(model, num_layers, params),
+        model=_model_info(model, num_layers, params, pooling),
         method=S.MethodInfo(name=method, sweep_param=runs[0].points[0].sweep_param,
                             settings=dict(runs[0].config.method_settings)),
         flops=S.FlopsInfo(convention=convention, counter=FLOPS_COUNTER),

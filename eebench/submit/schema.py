@@ -62,6 +62,8 @@ class ModelInfo(_Strict):
     )
     num_layers: int = Field(ge=1)
     params: int = Field(gt=0, description="parameters of the largest model in the submission")
+    pooling: Literal["cls", "mean"] = Field(
+        description="what the exit heads read: the [CLS] state, or the mean over real tokens")
 
 
 class MethodInfo(_Strict):
