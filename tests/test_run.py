@@ -122,3 +122,18 @@ def test_run_refuses_bad_input(tmp_path, backbone, data_dir):
         result = runner.invoke(app, base + extra)
         assert result.exit_code == code, (extra, result.output)
         assert len(result.stderr.strip().splitlines()) == 1, result.stderr
+
+
+def test_config_grid_skips_pairs_a_method_cannot_run(tmp_path, backbone, data_dir):
+    cfg = tmp_path / "bench.toml"
+    cfg.write_text(f'model = "{backbone}"\nmethods = ["deebert"]\ntasks = ["stsb", "nonsense"]\n')
+    result = runner.invoke(app, ["run", "--config", str(cfg), "--data-dir", str(data_dir)])
+    assert result.exit_code == 2  # the unknown task is still refused before any work
+    assert "nonsense" in result.stderr
+    cfg.write_text(f'model = "{backbone}"\nmethods = ["deebert"]\ntasks = ["stsb"]\n'
+                   f'max_seq_length = 32\n[train]\nmax_train_samples = 8\nepochs = 1\n')
+    result = runner.invoke(app, ["run", "--config", str(cfg), "--data-dir", str(data_dir),
+                                 "--out", str(tmp_path / "runs")])
+    assert "skipped deebert on stsb" in " ".join(result.stderr.split())
+    assert result.exit_code == 2 and "nothing to run" in result.stderr
+    assert not (tmp_path / "runs").exists()

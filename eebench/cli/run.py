@@ -106,14 +106,26 @@ def run_command(
               parse_sweep(sweep), train, max_seq_length or cfg.max_seq_length,
               max_eval_samples or cfg.max_eval_samples, timing,
               resolve_data_dir(data_dir or (Path(cfg.data_dir) if cfg.data_dir else None)),
-              out or Path(cfg.out), checkpoints or Path(cfg.checkpoints), overwrite, json_out)
+              out or Path(cfg.out), checkpoints or Path(cfg.checkpoints), overwrite, json_out,
+              grid=method is None or task is None)
 
 
 def _run_jobs(jobs, cfg, model, pooling, split, settings, sweep, train, max_seq_length,
-              max_eval_samples, timing, data_dir, out, checkpoints, overwrite, json_out) -> None:
+              max_eval_samples, timing, data_dir, out, checkpoints, overwrite, json_out,
+              grid: bool = False) -> None:
     from eebench.cli.common import progress
+    from eebench.methods.base import get_method
     from eebench.runner import RunOptions, execute, make_run_config
+    from eebench.tasks.spec import get_task
 
+    if grid:  # a config's grid skips the pairs a method cannot run (entropy on regression)
+        runnable = [(m, t, s) for m, t, s in jobs
+                    if get_method(m).supports_regression or not get_task(t).is_regression]
+        for m, t in sorted({(m, t) for m, t, _ in jobs} - {(m, t) for m, t, _ in runnable}):
+            err_console.print(f"[yellow]skipped[/] {m} on {t}: {m} cannot do regression")
+        jobs = runnable
+        if not jobs:
+            raise UsageError("nothing to run: the config's methods cannot do any of its tasks")
     # Validate every job before any work: a typo in the last task should not wait for hours.
     configs = [
         make_run_config(m, t, model, split, s, {**cfg.methods_settings.get(m, {}), **settings},
