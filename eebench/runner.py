@@ -170,6 +170,7 @@ def _write_predictions(run_dir: Path, arrays: dict[str, list[np.ndarray]],
     tensors.update({k: np.ascontiguousarray(v) for k, v in extra.items()})
     tmp = run_dir / f".{R.PREDICTIONS_FILE}.tmp"
     save_file(tensors, str(tmp))
+    tmp.chmod(0o644)  # safetensors writes 0600; results are for sharing
     tmp.replace(run_dir / R.PREDICTIONS_FILE)
 
 
