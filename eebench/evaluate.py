@@ -131,12 +131,14 @@ def dynamic_batch(model, rule: ExitRule, batch: dict, is_regression: bool, full:
         else:
             step = rule.step(state, j, logits)
             go, state = step.exit, step.state
-        if go.any():
-            out_exit[alive[go]] = j
-            out_pred[alive[go]] = predictions_from_logits(logits[go], is_regression).float()
-        keep = ~go
-        if not keep.any():
+        n_exit = int(go.sum())  # one device sync per exit
+        if n_exit == 0:
+            continue  # nobody leaves: no copies
+        out_exit[alive[go]] = j
+        out_pred[alive[go]] = predictions_from_logits(logits[go], is_regression).float()
+        if n_exit == len(alive):
             break
+        keep = ~go
         alive, state, mask = alive[keep], select_state(state, keep), mask[keep]
         width = int(mask.sum(-1).max())
         hidden, mask = hidden[keep, :width], mask[:, :width]
