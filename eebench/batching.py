@@ -136,14 +136,40 @@ def epoch_order(n: int, seed: int, epoch: int) -> list[int]:
     return torch.randperm(n, generator=g).tolist()
 
 
+def epoch_batches(lengths: list[int], batch_size: int, seed: int, epoch: int,
+                  group_by_length: bool = False, group_size: int = 50) -> list[list[int]]:
+    """The row indices of every batch of one training epoch, a function of (seed, epoch) only.
+
+    With `group_by_length`, the shuffled order is cut into groups of `group_size` batches, each
+    group sorted by length (longest first) and cut into batches, and the batches shuffled again:
+    rows in a batch have similar lengths, so less compute goes to padding (Hugging Face's
+    `group_by_length` does the same). Every row still appears once per epoch.
+    """
+    import torch
+
+    order = epoch_order(len(lengths), seed, epoch)
+    if group_by_length:
+        span = batch_size * group_size
+        groups = [sorted(order[i:i + span], key=lambda r: -lengths[r])
+                  for i in range(0, len(order), span)]
+        order = [r for group in groups for r in group]
+    batches = [order[i:i + batch_size] for i in range(0, len(order), batch_size)]
+    if group_by_length:
+        g = torch.Generator()
+        g.manual_seed(seed * 1_000_003 + epoch + 7_919)
+        batches = [batches[i] for i in torch.randperm(len(batches), generator=g).tolist()]
+    return batches
+
+
 def train_batches(data: Encoded, batch_size: int, seed: int, epoch: int, start_step: int = 0,
-                  device: Any = None) -> Iterator[dict[str, torch.Tensor]]:
+                  device: Any = None, group_by_length: bool = False
+                  ) -> Iterator[dict[str, torch.Tensor]]:
     """The batches of one training epoch from step `start_step` on (resuming mid-epoch)."""
     if data.labels is None:
         raise DataError("cannot train on a split without labels")
-    order = epoch_order(len(data), seed, epoch)
-    for step in range(start_step, steps_per_epoch(len(data), batch_size)):
-        yield collate(data, order[step * batch_size:(step + 1) * batch_size], device)
+    batches = epoch_batches(data.lengths, batch_size, seed, epoch, group_by_length)
+    for indices in batches[start_step:]:
+        yield collate(data, indices, device)
 
 
 def eval_batches(data: Encoded, batch_size: int, sort_by_length: bool = False,

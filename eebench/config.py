@@ -22,6 +22,10 @@ A file can hold defaults for a single `eebench run` and, optionally, the grid of
 
     [sweeps]                # per-method sweep values (default: the method's own grid)
     deebert = [0.0, 0.1, 0.3, 0.5]
+
+    [tasks_settings.rte]    # per-task budget: max_seq_length, max_eval_samples, train fields
+    max_seq_length = 256
+    train = { epochs = 3 }
 """
 
 from __future__ import annotations
@@ -50,6 +54,16 @@ class TimingConfig(BaseModel):
     repeats: int = Field(1, ge=1)
 
 
+class TaskSettings(BaseModel):
+    """Per-task overrides of the config's budget (long-text tasks want other lengths)."""
+
+    model_config = ConfigDict(extra="forbid")
+
+    max_seq_length: int | None = Field(None, ge=8)
+    max_eval_samples: int | None = Field(None, ge=1)
+    train: dict[str, Any] = Field(default_factory=dict)
+
+
 class BenchConfig(BaseModel):
     model_config = ConfigDict(extra="forbid", protected_namespaces=())
 
@@ -70,6 +84,16 @@ class BenchConfig(BaseModel):
     timing: TimingConfig = Field(default_factory=TimingConfig)
     methods_settings: dict[str, dict[str, Any]] = Field(default_factory=dict)
     sweeps: dict[str, list[float]] = Field(default_factory=dict)
+    tasks_settings: dict[str, TaskSettings] = Field(default_factory=dict)
+
+    def for_task(self, task: str) -> TaskSettings:
+        """The task's budget: its own settings over the file's defaults."""
+        own = self.tasks_settings.get(task, TaskSettings())
+        return TaskSettings(
+            max_seq_length=own.max_seq_length or self.max_seq_length,
+            max_eval_samples=own.max_eval_samples or self.max_eval_samples,
+            train={**self.train, **own.train},
+        )
 
 
 def load_config(path: Path | None) -> BenchConfig:

@@ -94,14 +94,50 @@ def run_dir_for(cfg: R.RunConfig, out: Path) -> Path:
     return Path(out) / model_slug(cfg.model) / cfg.method / cfg.task / cfg.key()
 
 
-def execute(cfg: R.RunConfig, opts: RunOptions) -> Path:
-    """Run one configuration; returns its run directory."""
+def execute(cfg: R.RunConfig, opts: RunOptions) -> Path | None:
+    """Run one configuration; returns its run directory, or None when another process is running
+    it (several `eebench run` processes on one grid share the work this way)."""
     run_dir = run_dir_for(cfg, opts.out)
     if opts.overwrite and run_dir.exists():
         shutil.rmtree(run_dir)
     if (run_dir / R.SUMMARY_FILE).exists():
         _say(opts, f"already done: {run_dir}")
         return run_dir
+    lock = _claim(run_dir)
+    if lock is None:
+        return None
+    try:
+        if (run_dir / R.SUMMARY_FILE).exists():  # finished by another process meanwhile
+            _say(opts, f"already done: {run_dir}")
+            return run_dir
+        _execute(cfg, opts, run_dir)
+        (run_dir / LOCK_FILE).unlink(missing_ok=True)
+    finally:
+        lock.close()
+    return run_dir
+
+
+LOCK_FILE = ".lock"
+
+
+def _claim(run_dir: Path) -> Any:
+    """An exclusive lock on the run directory, or None when another process holds it. The lock
+    is the operating system's (flock): it goes when its process ends, however it ends."""
+    run_dir.mkdir(parents=True, exist_ok=True)
+    f = open(run_dir / LOCK_FILE, "w")
+    try:
+        import fcntl
+    except ImportError:  # pragma: no cover - not POSIX: one process per grid
+        return f
+    try:
+        fcntl.flock(f, fcntl.LOCK_EX | fcntl.LOCK_NB)
+    except BlockingIOError:
+        f.close()
+        return None
+    return f
+
+
+def _execute(cfg: R.RunConfig, opts: RunOptions, run_dir: Path) -> None:
     from eebench.measure.env import environment
 
     spec = get_task(cfg.task)
@@ -150,7 +186,6 @@ def execute(cfg: R.RunConfig, opts: RunOptions) -> Path:
     R.write_points(run_dir / R.POINTS_FILE, points)
     summary = _summary(cfg, run_dir, points, len(eval_ex), checkpoints)
     R.write_json(run_dir / R.SUMMARY_FILE, summary)
-    return run_dir
 
 
 def _train(cfg: R.RunConfig, method: EarlyExitMethod, spec: TaskSpec, train_ex, dev_ex,

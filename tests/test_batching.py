@@ -8,6 +8,7 @@ import torch
 from eebench.batching import (
     collate,
     encode,
+    epoch_batches,
     epoch_order,
     eval_batches,
     restore_order,
@@ -101,6 +102,30 @@ def test_train_batches_resume_mid_epoch(tokenizer, rte):
     for a, b in zip(full[4:], resumed, strict=True):
         assert a.keys() == b.keys()
         assert all(torch.equal(a[k], b[k]) for k in a)
+
+
+def test_length_grouped_batches_cover_every_row_with_less_padding(tokenizer, rte):
+    data = encode(rte, tokenizer, max_seq_length=128)
+    plain = epoch_batches(data.lengths, 4, seed=1, epoch=0)
+    grouped = epoch_batches(data.lengths, 4, seed=1, epoch=0, group_by_length=True, group_size=3)
+    assert grouped == epoch_batches(data.lengths, 4, seed=1, epoch=0, group_by_length=True,
+                                    group_size=3)  # a function of (seed, epoch)
+    assert len(grouped) == len(plain) == steps_per_epoch(len(data), 4)
+    assert sorted(i for b in grouped for i in b) == list(range(40))
+
+    def padded(batches):
+        return sum(len(b) * max(data.lengths[i] for i in b) for b in batches)
+
+    assert padded(grouped) < padded(plain)
+    # Within a group of 3 batches rows are sorted by length, and the groups come from the plain
+    # shuffled order: the longest rows of each group share a batch.
+    order = [i for b in plain for i in b]
+    for g in range(0, 40, 12):
+        rows = sorted(order[g:g + 12], key=lambda i: -data.lengths[i])
+        assert rows[:4] in grouped
+    resumed = list(train_batches(data, 4, seed=1, epoch=0, start_step=6, group_by_length=True))
+    assert [b["index"].tolist() for b in resumed] == epoch_batches(
+        data.lengths, 4, seed=1, epoch=0, group_by_length=True)[6:]
 
 
 def test_eval_batches_sorted_by_length_restore_the_original_order(tokenizer, rte):

@@ -137,3 +137,47 @@ def test_config_grid_skips_pairs_a_method_cannot_run(tmp_path, backbone, data_di
     assert "skipped deebert on stsb" in " ".join(result.stderr.split())
     assert result.exit_code == 2 and "nothing to run" in result.stderr
     assert not (tmp_path / "runs").exists()
+
+
+def test_config_task_budgets_and_a_second_process_on_the_same_grid(tmp_path, backbone, data_dir):
+    from eebench import runner as run_module
+
+    cfg = tmp_path / "bench.toml"
+    cfg.write_text(
+        f'model = "{backbone}"\nmethods = ["pabee"]\ntasks = ["rte", "wnli"]\n'
+        'max_seq_length = 32\nmax_eval_samples = 10\n'
+        '[train]\nmax_train_samples = 16\nepochs = 1\n'
+        '[timing]\nsamples = 4\n'
+        '[tasks_settings.rte]\nmax_seq_length = 40\nmax_eval_samples = 12\n'
+        'train = { max_train_samples = 24, group_by_length = true }\n')
+    args = ["run", "--config", str(cfg), "--data-dir", str(data_dir), "--json",
+            "--out", str(tmp_path / "runs"), "--checkpoints", str(tmp_path / "ckpt")]
+    # Another process holds the RTE run: this one skips it and runs the rest.
+    rte_cfg = run_module.make_run_config(
+        "pabee", "rte", str(backbone), "dev", 42, {}, None,
+        {"max_train_samples": 24, "epochs": 1, "group_by_length": True}, 40, 12, "mac2-matmul",
+        {"enabled": True, "samples": 4, "batch_sizes": [1, 32], "warmup": 5, "repeats": 1})
+    rte_dir = run_module.run_dir_for(rte_cfg, tmp_path / "runs")
+    held = run_module._claim(rte_dir)
+    assert held is not None and run_module._claim(rte_dir) is None
+    result = runner.invoke(app, args)
+    assert result.exit_code == 0, result.output
+    assert "another process is running it" in result.stderr
+    done = json.loads(result.stdout)
+    assert [d["summary"]["task"] for d in done] == ["wnli"]
+    assert done[0]["summary"]["n_samples"] == 10
+    assert not (rte_dir / R.SUMMARY_FILE).exists()
+    held.close()  # the other process ended: the next run picks the RTE run up
+    result = runner.invoke(app, args)
+    assert result.exit_code == 0, result.output
+    done = json.loads(result.stdout)
+    assert [d["summary"]["task"] for d in done] == ["rte", "wnli"]
+    assert done[0]["run_dir"] == str(rte_dir)
+    rc = R.RunConfig.model_validate_json((rte_dir / R.CONFIG_FILE).read_text())
+    assert rc.max_seq_length == 40 and rc.max_eval_samples == 12
+    assert rc.train["max_train_samples"] == 24 and rc.train["epochs"] == 1
+    assert done[0]["summary"]["n_samples"] == 12
+    assert not (rte_dir / run_module.LOCK_FILE).exists()
+    cfg.write_text(cfg.read_text() + '[tasks_settings.rtee]\nmax_seq_length = 8\n')
+    result = runner.invoke(app, args)
+    assert result.exit_code == 2 and "rtee" in result.stderr

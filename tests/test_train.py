@@ -259,6 +259,26 @@ def test_invalid_requests_are_refused_before_any_work(rte, tiny_model, tmp_path,
     assert not any(tmp_path.iterdir())  # nothing was written
 
 
+def test_bf16_and_length_grouped_training_is_its_own_resumable_run(pabee_run, rte, tiny_model,
+                                                                    tmp_path):
+    fast = dict(precision="bf16", group_by_length=True)
+    with pytest.raises(KeyboardInterrupt):
+        _train("pabee", rte, tiny_model, tmp_path / "a", on_step=_stop_at(1, KeyboardInterrupt),
+               **fast)
+    resumed = _train("pabee", rte, tiny_model, tmp_path / "a", **fast)
+    whole = _train("pabee", rte, tiny_model, tmp_path / "b", **fast)
+    assert resumed.name == whole.name != pabee_run.name  # both settings are in the hash
+    assert ckpt.read_state(whole).config["train"]["precision"] == "bf16"
+    assert _same(_weights(resumed), _weights(whole))
+    trained = _weights(whole)
+    assert all(v.dtype == torch.float32 for v in trained.values())  # autocast, fp32 weights
+    assert not _same(trained, _weights(pabee_run))
+    history = ckpt.read_state(whole).history[-1]
+    assert all(0 <= e["main"] <= 100 for e in history["exits"])
+    with pytest.raises(UsageError, match="precision"):
+        _train("pabee", rte, tiny_model, tmp_path / "c", precision="fp16")
+
+
 def test_stage_settings():
     cfg = TrainConfig(lr=2e-5, heads_lr=1e-3, stage_overrides={"b": {"epochs": 1, "lr": 3e-4}})
     assert cfg.for_stage("a", heads_only=False).lr == 2e-5

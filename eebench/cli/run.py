@@ -26,11 +26,11 @@ def parse_sweep(raw: str | None) -> list[float] | None:
 
 @app.command("run", rich_help_panel="Benchmark")
 def run_command(
-    method: Annotated[str | None, typer.Option(
-        "--method", "-m", help="Early-exit method (see `eebench methods`); default: the config's.",
-        show_default=False)] = None,
-    task: Annotated[str | None, typer.Option(
-        "--task", "-t", help="Task (see `eebench tasks`); default: the config's.",
+    method: Annotated[list[str] | None, typer.Option(
+        "--method", "-m", help="Early-exit method (see `eebench methods`; repeatable); default: "
+        "the config's.", show_default=False)] = None,
+    task: Annotated[list[str] | None, typer.Option(
+        "--task", "-t", help="Task (see `eebench tasks`; repeatable); default: the config's.",
         show_default=False)] = None,
     model: Annotated[str | None, typer.Option(
         "--model", help="Backbone: minilm-l6 (default), bert-base, a local directory or a hub id.",
@@ -65,6 +65,9 @@ def run_command(
     epochs: Annotated[int | None, typer.Option("--epochs", show_default=False)] = None,
     max_seq_length: Annotated[int | None, typer.Option("--max-seq-length", show_default=False)
                               ] = None,
+    precision: Annotated[str | None, typer.Option(
+        "--precision", help="Training precision: fp32 (default) or bf16 (autocast; about twice as "
+        "fast on CPUs with AMX and on recent GPUs).", show_default=False)] = None,
     max_eval_samples: Annotated[int | None, typer.Option(
         "--max-eval-samples", help="Evaluate on a seeded subset of N examples.",
         show_default=False)] = None,
@@ -86,13 +89,14 @@ def run_command(
     from eebench.config import load_config
 
     cfg = load_config(config)
-    methods = [method] if method else cfg.methods
-    tasks = [task] if task else cfg.tasks
+    methods = method or cfg.methods
+    tasks = task or cfg.tasks
     if not methods or not tasks:
         raise UsageError("say what to run: --method and --task, or a --config with methods "
                          "and tasks")
-    train = dict(cfg.train)
-    for key, value in (("max_train_samples", max_train_samples), ("epochs", epochs)):
+    train = {}  # command-line training settings, over the config's (and its tasks')
+    for key, value in (("max_train_samples", max_train_samples), ("epochs", epochs),
+                       ("precision", precision)):
         if value is not None:
             train[key] = value
     timing = cfg.timing.model_dump()
@@ -101,13 +105,13 @@ def run_command(
     if no_timing:
         timing["enabled"] = False
     settings = parse_settings(setting or [])
-    jobs = [(m, t, s) for m in methods for t in tasks for s in (seed or cfg.seeds)]
+    # Seed by seed, task by task: a benchmark stopped half-way has whole seeds to show.
+    jobs = [(m, t, s) for s in (seed or cfg.seeds) for t in tasks for m in methods]
     _run_jobs(jobs, cfg, model or cfg.model, pooling or cfg.pooling, split or cfg.split, settings,
-              parse_sweep(sweep), train, max_seq_length or cfg.max_seq_length,
-              max_eval_samples or cfg.max_eval_samples, timing,
+              parse_sweep(sweep), train, max_seq_length, max_eval_samples, timing,
               resolve_data_dir(data_dir or (Path(cfg.data_dir) if cfg.data_dir else None)),
               out or Path(cfg.out), checkpoints or Path(cfg.checkpoints), overwrite, json_out,
-              grid=method is None or task is None)
+              grid=len(methods) * len(tasks) > 1 or not (method and task))
 
 
 def _run_jobs(jobs, cfg, model, pooling, split, settings, sweep, train, max_seq_length,
@@ -126,13 +130,20 @@ def _run_jobs(jobs, cfg, model, pooling, split, settings, sweep, train, max_seq_
         jobs = runnable
         if not jobs:
             raise UsageError("nothing to run: the config's methods cannot do any of its tasks")
+    budgets = {get_task(name).name: name for name in cfg.tasks_settings}  # also checks names
+
+    def budget(task: str):
+        return cfg.for_task(budgets.get(get_task(task).name, task))
+
     # Validate every job before any work: a typo in the last task should not wait for hours.
-    configs = [
-        make_run_config(m, t, model, split, s, {**cfg.methods_settings.get(m, {}), **settings},
-                        sweep if sweep is not None else cfg.sweeps.get(m), train, max_seq_length,
-                        max_eval_samples, cfg.flops_convention, timing, pooling)
-        for m, t, s in jobs
-    ]
+    configs = []
+    for m, t, s in jobs:
+        b = budget(t)
+        configs.append(make_run_config(
+            m, t, model, split, s, {**cfg.methods_settings.get(m, {}), **settings},
+            sweep if sweep is not None else cfg.sweeps.get(m), {**b.train, **train},
+            max_seq_length or b.max_seq_length, max_eval_samples or b.max_eval_samples,
+            cfg.flops_convention, timing, pooling))
     summaries = []
     with progress(transient=True) as bar:
         opts = RunOptions(data_dir=data_dir, out=out, checkpoints=checkpoints,
@@ -142,9 +153,12 @@ def _run_jobs(jobs, cfg, model, pooling, split, settings, sweep, train, max_seq_
             err_console.print(f"[bold]run[/] {rc.method} on {rc.task} (seed {rc.seed}, "
                               f"{rc.pooling} pooling)")
             run_dir = execute(rc, opts)
+            if run_dir is None:
+                err_console.print("  [yellow]skipped[/]: another process is running it")
+                continue
             summaries.append(_report(run_dir, json_out))
     if json_out:
-        print_json(summaries if len(summaries) > 1 else summaries[0])
+        print_json(summaries[0] if len(summaries) == 1 and len(configs) == 1 else summaries)
 
 
 def _report(run_dir: Path, json_out: bool) -> dict:

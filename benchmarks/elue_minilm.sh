@@ -1,0 +1,25 @@
+#!/usr/bin/env bash
+# The whole CPU benchmark, resumable: rerun it after an interruption and it continues.
+#   bash benchmarks/elue_minilm.sh [DATA_DIR] [WORKERS]
+# WORKERS processes (default: the number of cores) share the grid, one thread each; each run
+# directory under benchmarks/results/elue-minilm is written when its run finishes.
+set -euo pipefail
+cd "$(dirname "$0")/.."
+DATA_DIR=${1:-${EEBENCH_DATA_DIR:-../shared/data}}
+WORKERS=${2:-$(nproc)}
+CONFIG=benchmarks/elue-minilm.toml
+ELUE_TASKS=(elue-sst2 elue-mrpc elue-stsb elue-scitail elue-imdb)
+
+for _ in $(seq "$WORKERS"); do
+  OMP_NUM_THREADS=1 eebench run --config "$CONFIG" --data-dir "$DATA_DIR" &
+  sleep 5  # the first worker claims its run; the next one takes the next
+done
+wait
+
+# ELUE test-split predictions (labels withheld) from the seed-1 models, for export-elue.
+tasks=(); for t in "${ELUE_TASKS[@]}"; do tasks+=(--task "$t"); done
+OMP_NUM_THREADS=$WORKERS eebench run --config "$CONFIG" --data-dir "$DATA_DIR" --split test \
+  --seed 1 --method deebert --method pabee "${tasks[@]}" --no-timing \
+  --out benchmarks/results/elue-minilm-test
+
+python benchmarks/report_elue_minilm.py --data-dir "$DATA_DIR"
