@@ -23,11 +23,11 @@ import argparse
 import hashlib
 import json
 import sys
-import tomllib
 from collections import defaultdict
 from pathlib import Path
 
 import numpy as np
+import tomllib
 
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
@@ -77,6 +77,12 @@ def expected_jobs(cfg: dict) -> int:
 
 def pm(mean: float, std: float, n: int, digits: int = 1) -> str:
     return f"{mean:.{digits}f} ± {std:.{digits}f}" if n > 1 else f"{mean:.{digits}f}"
+
+
+def pm_values(values) -> str:
+    """mean ± sample std of per-seed values."""
+    v = np.asarray(values, dtype=float)
+    return pm(float(v.mean()), float(v.std(ddof=1)) if len(v) > 1 else 0.0, len(v))
 
 
 def setting(p) -> str:
@@ -166,12 +172,11 @@ def task_section(task: str, tr, runs, ensembles) -> list[str]:
             f"{'-' if lat is None else f'{lat:.1f}'} | "
             f"{'-' if delta is None else f'{delta:+.2f}'} | {'●' if tr.on_front[i] else ''} |")
     for method, members in sorted(ensembles.items(), key=lambda kv: method_key(kv[0])):
-        mains = np.array([e.main for e in members])
         flops = float(np.mean([e.flops for e in members]))
         out.append(
             f"| {method} ensemble | all {members[0].n_exits} exits averaged | "
-            f"{pm(float(mains.mean()), float(mains.std(ddof=1)) if len(mains) > 1 else 0.0, len(mains))}"
-            f" | {flops / 1e6:.1f} | {full_flops / flops:.2f}× | {members[0].n_exits:.2f} | - | - | |")
+            f"{pm_values([e.main for e in members])} | {flops / 1e6:.1f} | "
+            f"{full_flops / flops:.2f}× | {members[0].n_exits:.2f} | - | - | |")
     out.append("")
     scores = ", ".join(f"{label} **{m.elue:+.2f}**" for label, m in
                        sorted(tr.methods.items(), key=lambda kv: method_key(kv[0]))
@@ -264,9 +269,7 @@ def main() -> None:
             if m == "static":
                 continue
             es = ensembles.get(t, {}).get(m, [])
-            mains = np.array([e.main for e in es])
-            cells.append("-" if not es else pm(float(mains.mean()), float(
-                mains.std(ddof=1)) if len(es) > 1 else 0.0, len(es)))
+            cells.append(pm_values([e.main for e in es]) if es else "-")
         lines.append(f"| {get_task(t).title} | " + " | ".join(cells) + " |")
     lines.append("")
 

@@ -1,0 +1,84 @@
+"""How fast is one training step, and what do bf16 autocast and the fused AdamW buy?
+
+Times one MiniLM-L6 training step (forward over every exit, PABEE's weighted loss, backward,
+gradient clipping, AdamW) on real GLUE SST-2 rows, side by side in one run, for:
+
+- fp32 with the per-tensor AdamW loop (what training did before),
+- fp32 with the fused AdamW (what `eebench train` does now),
+- bf16 autocast with the fused AdamW (`--precision bf16`),
+
+each on random batches and on length-grouped batches (`--group-by-length`). Prints the median step
+time of each and its ratio to the first.
+
+    python benchmarks/train_step.py --data-dir ../shared/data --threads 1
+"""
+
+from __future__ import annotations
+
+import time
+
+from _common import base_parser, hardware, median
+
+
+def main() -> None:
+    p = base_parser(__doc__.splitlines()[0])
+    p.add_argument("--steps", type=int, default=12, help="timed steps per setting")
+    p.add_argument("--batch-size", type=int, default=32)
+    args = p.parse_args()
+
+    import torch
+
+    from eebench.batching import collate, encode, epoch_batches
+    from eebench.methods.base import get_method
+    from eebench.models.multi_exit import build_model, load_tokenizer
+    from eebench.tasks.loaders import load_split
+    from eebench.tasks.spec import get_task
+    from eebench.train import optimizer_groups
+
+    if args.threads:
+        torch.set_num_threads(args.threads)
+    spec = get_task(args.task)
+    method = get_method("pabee")
+    stage = method.stages()[0]
+    rows = load_split(spec, "train", args.data_dir).take(args.batch_size * 50, seed=0)
+    data = encode(rows, load_tokenizer(args.model), args.max_seq_length, spec.is_regression)
+
+    settings = [("fp32, AdamW loop", "fp32", False), ("fp32, fused AdamW", "fp32", True),
+                ("bf16, fused AdamW", "bf16", True)]
+    print(f"{hardware()}; {args.task}, batch {args.batch_size}, max {args.max_seq_length} tokens")
+    print(f"{'setting':<22} {'batches':<9} {'median s/step':>14} {'ratio':>7}")
+    base = None
+    for grouped in (False, True):
+        batches = epoch_batches(data.lengths, args.batch_size, seed=0, epoch=0,
+                                group_by_length=grouped)[:args.steps + 2]
+        tokens = sum(len(b) * max(data.lengths[i] for i in b) for b in batches[2:])
+        for name, precision, fused in settings:
+            torch.manual_seed(0)
+            model = build_model(args.model, method, spec.num_labels)
+            model.train()
+            params = [q for q in model.parameters() if q.requires_grad]
+            opt = torch.optim.AdamW(optimizer_groups(model, params, 0.01), lr=1e-5,
+                                    fused=fused or None)
+            times = []
+            for i, idx in enumerate(batches):
+                batch = collate(data, idx)
+                t0 = time.perf_counter()
+                with torch.autocast("cpu", dtype=torch.bfloat16, enabled=precision == "bf16"):
+                    logits = model(input_ids=batch["input_ids"],
+                                   attention_mask=batch["attention_mask"]).float()
+                loss = method.loss(list(logits), batch["labels"], stage, spec.is_regression)
+                loss.backward()
+                torch.nn.utils.clip_grad_norm_(params, 1.0)
+                opt.step()
+                opt.zero_grad(set_to_none=True)
+                if i >= 2:  # two warm-up steps
+                    times.append(time.perf_counter() - t0)
+            m = median(times)
+            base = base or m
+            label = "grouped" if grouped else "random"
+            print(f"{name:<22} {label:<9} {m:>14.3f} {base / m:>6.2f}x"
+                  f"   ({tokens / len(times):.0f} padded tokens per batch)")
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,54 @@
+"""What the repository ships from the benchmark: submissions valid under the exported JSON Schema
+and `eebench validate`, and a reference curve that scores the static runs it was built from at 0."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import jsonschema
+import pytest
+
+from eebench.score import aggregate_seeds, load_reference, load_runs, raw_points, score
+from eebench.submit.validate import validate_file
+
+ROOT = Path(__file__).resolve().parent.parent
+SUBMISSIONS = sorted((ROOT / "leaderboard" / "submissions").glob("*.json"))
+REFERENCE = ROOT / "leaderboard" / "references" / "minilm-l6-static.json"
+RUNS = ROOT / "benchmarks" / "results" / "elue-minilm"
+
+
+def test_the_benchmark_ships_submissions_and_a_reference():
+    assert SUBMISSIONS, "leaderboard/submissions/ holds no submission"
+    assert REFERENCE.is_file()
+
+
+@pytest.mark.parametrize("path", SUBMISSIONS, ids=[p.name for p in SUBMISSIONS])
+def test_shipped_submission_is_valid(path):
+    schema = json.loads((ROOT / "leaderboard" / "schema.json").read_text())
+    data = json.loads(path.read_text())
+    jsonschema.Draft202012Validator.check_schema(schema)
+    jsonschema.validate(data, schema, cls=jsonschema.Draft202012Validator)
+    verdict = validate_file(path)
+    assert verdict.ok, verdict.reason
+    reference = load_reference(REFERENCE)
+    assert data["elue"]["reference"] == reference.name
+    assert set(data["elue"]["tasks"]) == set(data["tasks"]) <= set(reference.tasks)
+
+
+def _finished(method: str) -> list[Path]:
+    return sorted(p.parent for p in (RUNS / "minilm-l6" / method).rglob("summary.json"))
+
+
+def test_static_runs_score_zero_against_the_shipped_reference():
+    reference = load_reference(REFERENCE)
+    runs = load_runs(_finished("static"))
+    report = score(aggregate_seeds(raw_points(runs)), reference)
+    assert set(report.tasks) == set(reference.tasks)
+    for task in report.tasks.values():
+        assert task.methods["static"].elue == pytest.approx(0.0, abs=1e-9)
+    # The other methods score against it; their scores are finite and differ from 0.
+    others = load_runs(_finished("pabee"))
+    assert others
+    for label, per_task in score(aggregate_seeds(raw_points(others)), reference).elue.items():
+        assert label == "pabee" and all(abs(v) > 0 for v in per_task.values())
