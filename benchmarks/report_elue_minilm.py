@@ -87,7 +87,7 @@ def pm_values(values) -> str:
 
 def setting(p) -> str:
     names = {"layers": "k", "threshold": "entropy <", "patience": "patience"}
-    value = f"{p.sweep_value:g}"
+    value = f"{p.sweep_value:.3f}" if p.sweep_param == "threshold" else f"{p.sweep_value:g}"
     return f"{names.get(p.sweep_param, p.sweep_param)} {value}"
 
 
