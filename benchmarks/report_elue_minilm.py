@@ -75,6 +75,12 @@ def expected_jobs(cfg: dict) -> int:
     return n
 
 
+def pending(runs, rel) -> str:
+    waiting = sorted({r.config.task for r in runs} - {r.config.task for r in rel})
+    return (f" ({', '.join(waiting)}: finished runs held back until the task's static runs, its "
+            "reference, are in)") if waiting else ""
+
+
 def pm(mean: float, std: float, n: int, digits: int = 1) -> str:
     return f"{mean:.{digits}f} ± {std:.{digits}f}" if n > 1 else f"{mean:.{digits}f}"
 
@@ -197,7 +203,9 @@ def main() -> None:
     runs = finished_runs(RUNS)
     if not runs:
         sys.exit(f"no finished runs under {RUNS}: run benchmarks/elue_minilm.sh first")
-    rel = runs
+    # A task is reported once its static runs (the reference) are in.
+    with_reference = {r.config.task for r in runs if r.config.method == "static"}
+    rel = [r for r in runs if r.config.task in with_reference]
     static_runs = [r for r in rel if r.config.method == "static"]
     reference = build_reference(static_runs, name="minilm-l6-static")
     # Paths in the shipped reference relative to the repository root.
@@ -218,7 +226,7 @@ def main() -> None:
     methods = sorted({p.label for p in points}, key=method_key)
     lines = [START, "",
              f"Built by `python benchmarks/report_elue_minilm.py` from **{len(rel)} of "
-             f"{expected_jobs(cfg)} runs** of `benchmarks/elue-minilm.toml` "
+             f"{expected_jobs(cfg)} runs** of `benchmarks/elue-minilm.toml`{pending(runs, rel)} "
              f"(`benchmarks/results/elue-minilm/`, one directory per method, task and seed, each "
              f"with its config, points, per-sample predictions and summary). Hardware: "
              f"{hardware(rel)}, one thread per run, two runs at a time.", ""]
@@ -348,13 +356,19 @@ def export_tests() -> None:
     from eebench.submit.export_elue import export_elue
 
     manifest = []
-    for run in finished_runs(TEST_RUNS):
-        out = EXPORT / run.config.method
-        exp = export_elue(run.path, out)
+    for summary in sorted(TEST_RUNS.rglob(R.SUMMARY_FILE)) if TEST_RUNS.is_dir() else []:
+        run_dir = summary.parent
+        cfg = R.RunConfig.model_validate_json((run_dir / R.CONFIG_FILE).read_text())
+        exp = export_elue(run_dir, EXPORT / cfg.method)
+        if not exp.complete:
+            raise SystemExit(f"{run_dir}: {exp.rows} test rows, expected {exp.expected_rows}")
         for f in exp.files:
             digest = hashlib.sha256(Path(f.path).read_bytes()).hexdigest()
-            manifest.append({"run": str(run.path.relative_to(ROOT)), "file":
-                             str(Path(f.path).relative_to(ROOT)), "rows": f.rows, "sha256": digest})
+            manifest.append({"run": str(run_dir.relative_to(ROOT)), "file":
+                             str(Path(f.path).relative_to(ROOT)), "rows": f.rows,
+                             "sweep": f"{f.sweep_param}={f.sweep_value:g}",
+                             "avg_exit_layer": round(f.avg_exit_layer, 4),
+                             "mean_mflops": round(f.mean_mflops, 3), "sha256": digest})
     path = TEST_RUNS / "export-manifest.json"
     path.write_text(json.dumps(manifest, indent=1) + "\n")
     print(f"exported {len(manifest)} ELUE test files to {EXPORT.relative_to(ROOT)}")
