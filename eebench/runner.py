@@ -62,6 +62,8 @@ def make_run_config(method: str, task: str, model: str, split: str, seed: int,
     from eebench.train import TrainConfig
 
     train = {**train, "seed": seed, "max_seq_length": max_seq_length}
+    if spec.is_regression:  # recorded, so the run's name changes with it
+        train.setdefault("regression_bias_init", TrainConfig.regression_bias_init)
     try:
         TrainConfig(**train).validate()
     except TypeError as e:

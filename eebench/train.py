@@ -32,6 +32,7 @@ if TYPE_CHECKING:
     from eebench.tasks.spec import TaskSpec
 
 PRECISIONS = ("fp32", "bf16")
+BIAS_INITS = ("label_mean", "zero")
 STAGE_FIELDS = ("epochs", "lr", "warmup_ratio", "weight_decay", "max_grad_norm")
 
 
@@ -56,6 +57,9 @@ class TrainConfig:
     # float32); about twice as fast on CPUs with AMX/AVX-512-BF16 and on recent GPUs.
     precision: str = "fp32"
     group_by_length: bool = False  # batch rows of similar length together (less padding)
+    # Regression heads start with their bias at the training labels' mean ("label_mean") or at 0
+    # ("zero"). From 0, heads that share a pooler (PABEE) can stay at the mean prediction.
+    regression_bias_init: str = "label_mean"
     # stage name -> overrides of STAGE_FIELDS, e.g. {"highway": {"lr": 1e-3, "epochs": 1}}
     stage_overrides: dict[str, dict[str, Any]] = field(default_factory=dict)
     # These do not change the result, so they stay out of the checkpoint hash:
@@ -84,6 +88,9 @@ class TrainConfig:
              f"--max-train-samples must be positive, got {self.max_train_samples}"),
             (self.precision in PRECISIONS,
              f"--precision must be one of {', '.join(PRECISIONS)}, got {self.precision!r}"),
+            (self.regression_bias_init in BIAS_INITS,
+             f"regression_bias_init must be one of {', '.join(BIAS_INITS)}, got "
+             f"{self.regression_bias_init!r}"),
             (isinstance(self.group_by_length, bool),
              f"group_by_length must be true or false, got {self.group_by_length!r}"),
             (min(self.epochs, self.batch_size, self.max_seq_length, self.eval_batch_size) >= 1,
@@ -126,9 +133,18 @@ def run_config(method: EarlyExitMethod, spec: TaskSpec, backbone: str, train_exa
         "method_settings": method.settings,
         "pooling": pooling,
         "task": spec.name,
-        "train": cfg.hashed(),
+        "train": hashed_train(cfg, spec),
         "data": {"n": len(train_examples), "fingerprint": ckpt.data_fingerprint(train_examples)},
     }
+
+
+def hashed_train(cfg: TrainConfig, spec: TaskSpec) -> dict[str, Any]:
+    """The training settings that determine a task's weights: the regression head's initial bias
+    only for regression (so classification checkpoints keep their names)."""
+    train = cfg.hashed()
+    if not spec.is_regression:
+        train.pop("regression_bias_init")
+    return train
 
 
 def linear_schedule(step: int, total: int, warmup: int) -> float:
@@ -242,6 +258,13 @@ class _Trainer:
             self._check_model_config()
             ckpt.load_weights(self.model, path)
             ckpt.set_rng_state(ckpt.load_rng(path), self.device)
+        elif spec.is_regression and cfg.regression_bias_init == "label_mean":
+            mean = float(sum(train_examples.labels) / len(train_examples.labels))
+            with torch.no_grad():
+                for head in self.model.heads:  # heads of plug-in methods may differ
+                    bias = getattr(getattr(head, "classifier", None), "bias", None)
+                    if bias is not None:
+                        bias.fill_(mean)
         self.model.to(self.device)
         self.train_data = encode(train_examples, self.tokenizer, cfg.max_seq_length,
                                  spec.is_regression)

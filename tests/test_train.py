@@ -279,6 +279,43 @@ def test_bf16_and_length_grouped_training_is_its_own_resumable_run(pabee_run, rt
         _train("pabee", rte, tiny_model, tmp_path / "c", precision="fp16")
 
 
+@pytest.mark.parametrize("init", ["label_mean", "zero"])
+def test_regression_heads_start_at_the_label_mean(tiny_model, data_dir, tmp_path, init):
+    spec = get_task("stsb")
+    tr = load_split(spec, "train", data_dir)
+    cfg = TrainConfig(**{**SMALL, "epochs": 1, "max_train_samples": 8, "lr": 1e-9,
+                         "regression_bias_init": init})
+    path = train(get_method("pabee"), spec, tiny_model, tr, None, cfg, tmp_path)
+    subset = tr.take(8, cfg.seed)
+    mean = sum(subset.labels) / 8
+    weights = _weights(path)
+    biases = [v for k, v in weights.items() if k.endswith("classifier.bias")]
+    assert len(biases) == 3  # one per exit of the 3-layer model
+    for b in biases:  # lr 1e-9: the biases are where they started
+        assert b.item() == pytest.approx(mean if init == "label_mean" else 0.0, abs=1e-5)
+    state = ckpt.read_state(path)
+    assert state.config["train"]["regression_bias_init"] == init
+
+
+def test_classification_checkpoints_do_not_hash_the_regression_bias(rte):
+    from eebench.train import run_config
+
+    spec, tr, _ = rte
+    cfg = TrainConfig(max_train_samples=16)
+    config = run_config(get_method("pabee"), spec, "minilm-l6", tr.take(16, 42), cfg, "mean")
+    assert "regression_bias_init" not in config["train"]
+    from eebench.runner import make_run_config
+
+    def run_train(task: str) -> dict:
+        return make_run_config("pabee", task, "minilm-l6", "dev", 1, {}, [1.0], {}, 64, None,
+                               "mac2-matmul", {}).train
+
+    assert run_train("stsb")["regression_bias_init"] == "label_mean"  # in the run's name
+    assert "regression_bias_init" not in run_train("rte")
+    with pytest.raises(UsageError, match="regression_bias_init"):
+        TrainConfig(regression_bias_init="median").validate()
+
+
 def test_stage_settings():
     cfg = TrainConfig(lr=2e-5, heads_lr=1e-3, stage_overrides={"b": {"epochs": 1, "lr": 3e-4}})
     assert cfg.for_stage("a", heads_only=False).lr == 2e-5
