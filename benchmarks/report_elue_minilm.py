@@ -334,7 +334,7 @@ def main() -> None:
     for m in methods:
         dirs = [r.path for r in rel if r.config.method == m]
         sub = build_submission(dirs, data_dir=args.data_dir, reference=REFERENCE,
-                               name=f"MiniLM-L6 {m} (eebench CPU benchmark)")
+                               name=f"MiniLM-L6 {m} (CPU)")
         write_submission(sub, SUBMISSIONS / f"minilm-l6-{m}.json")
 
     if args.export:
