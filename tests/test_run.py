@@ -181,3 +181,18 @@ def test_config_task_budgets_and_a_second_process_on_the_same_grid(tmp_path, bac
     cfg.write_text(cfg.read_text() + '[tasks_settings.rtee]\nmax_seq_length = 8\n')
     result = runner.invoke(app, args)
     assert result.exit_code == 2 and "rtee" in result.stderr
+
+
+def test_a_configs_evaluation_budget_is_for_dev_only(tmp_path, backbone, data_dir):
+    cfg = tmp_path / "bench.toml"
+    cfg.write_text(f'model = "{backbone}"\nmethods = ["pabee"]\ntasks = ["wnli"]\n'
+                   'max_seq_length = 32\nmax_eval_samples = 10\n'
+                   '[train]\nmax_train_samples = 16\nepochs = 1\n')
+    args = ["run", "--config", str(cfg), "--data-dir", str(data_dir), "--json", "--no-timing",
+            "--out", str(tmp_path / "runs"), "--checkpoints", str(tmp_path / "ckpt")]
+    dev = runner.invoke(app, args)
+    assert dev.exit_code == 0, dev.output
+    assert json.loads(dev.stdout)["summary"]["n_samples"] == 10
+    test = runner.invoke(app, [*args, "--split", "test"])
+    assert test.exit_code == 0, test.output
+    assert json.loads(test.stdout)["summary"]["n_samples"] == 146  # every WNLI test row

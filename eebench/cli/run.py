@@ -142,7 +142,9 @@ def _run_jobs(jobs, cfg, model, pooling, split, settings, sweep, train, max_seq_
         configs.append(make_run_config(
             m, t, model, split, s, {**cfg.methods_settings.get(m, {}), **settings},
             sweep if sweep is not None else cfg.sweeps.get(m), {**b.train, **train},
-            max_seq_length or b.max_seq_length, max_eval_samples or b.max_eval_samples,
+            max_seq_length or b.max_seq_length,
+            # A config's evaluation budget is for dev; test predictions cover every row.
+            max_eval_samples or (b.max_eval_samples if split == "dev" else None),
             cfg.flops_convention, timing, pooling))
     summaries = []
     with progress(transient=True) as bar:
