@@ -22,4 +22,4 @@ OMP_NUM_THREADS=$WORKERS eebench run --config "$CONFIG" --data-dir "$DATA_DIR" -
   --seed 1 --method deebert --method pabee "${tasks[@]}" --no-timing \
   --out benchmarks/results/elue-minilm-test
 
-python benchmarks/report_elue_minilm.py --data-dir "$DATA_DIR"
+python benchmarks/report_elue_minilm.py --data-dir "$DATA_DIR" --export
