@@ -37,6 +37,7 @@ from eebench.score import (  # noqa: E402
     aggregate_seeds,
     build_reference,
     compare_methods,
+    elue_by_seed,
     load_run,
     raw_points,
     save_reference,
@@ -133,6 +134,27 @@ def hardware(runs) -> str:
     return "; ".join(kinds)
 
 
+def elue_table(elue: dict, by_seed: dict, tasks: list[str], methods: list[str]) -> list[str]:
+    """The ELUE score of every method on every task, ± its spread over seeds."""
+    lines = ["| method | " + " | ".join(get_task(t).title for t in tasks) + " | overall |",
+             "|---|" + "---:|" * (len(tasks) + 1)]
+    for label in methods:
+        mine, seeds = elue.get(label, {}), by_seed.get(label, {})
+        cells = []
+        for t in tasks:
+            per_seed = list(seeds.get(t, {}).values())
+            cells.append("-" if t not in mine else f"{mine[t]:+.2f}" + (
+                f" ± {np.std(per_seed, ddof=1):.2f}" if len(per_seed) > 1 else ""))
+        scored = [t for t in tasks if t in mine]
+        # A seed's overall score needs that seed on every task the method is scored on.
+        complete = set.intersection(*(set(seeds.get(t, {})) for t in scored)) if scored else set()
+        overall = [np.mean([seeds[t][s] for t in scored]) for s in sorted(complete)]
+        cells.append(f"{np.mean([mine[t] for t in scored]):+.2f}" + (
+            f" ± {np.std(overall, ddof=1):.2f}" if len(overall) > 1 else ""))
+        lines.append(f"| {label} | " + " | ".join(cells) + " |")
+    return lines + [""]
+
+
 def bootstrap_line(label: str, cmp) -> str:
     b = cmp.result
     unit = "pp accuracy" if cmp.statistic == "accuracy" else "squared error"
@@ -214,7 +236,8 @@ def main() -> None:
     REFERENCE.parent.mkdir(parents=True, exist_ok=True)
     save_reference(reference, REFERENCE)
 
-    points = aggregate_seeds(raw_points(rel))
+    raw = raw_points(rel)
+    points = aggregate_seeds(raw)
     report = score(points, reference)
     ensembles: dict[str, dict[str, list]] = defaultdict(lambda: defaultdict(list))
     for r in rel:
@@ -243,15 +266,10 @@ def main() -> None:
               "Mean over a method's operating points of (its metric − the reference curve at its "
               "FLOPs), in points; the reference is the static first-k-layer models of these very "
               "runs (`leaderboard/references/minilm-l6-static.json`, seed-averaged), so static "
-              "scores 0 by construction. Curve held flat outside its FLOPs range (`clamp`).", ""]
-    head = "| method | " + " | ".join(get_task(t).title for t in tasks) + " | overall |"
-    lines += [head, "|---|" + "---:|" * (len(tasks) + 1)]
-    elue = report.elue
-    for label in methods:
-        cells = [f"{elue[label][t]:+.2f}" if t in elue.get(label, {}) else "-" for t in tasks]
-        vals = [elue[label][t] for t in tasks if t in elue.get(label, {})]
-        lines.append(f"| {label} | " + " | ".join(cells) + f" | {np.mean(vals):+.2f} |")
-    lines.append("")
+              "scores 0 by construction. Curve held flat outside its FLOPs range (`clamp`). With "
+              "more than one seed, ± is the standard deviation of the score of each seed's "
+              "points on their own; static's spread around 0 is the noise floor.", ""]
+    lines += elue_table(report.elue, elue_by_seed(raw, reference), tasks, methods)
 
     lines += ["## Full model, best point, ensemble", "",
               "The full model is static k = 6. *Best* is a method's best seed-averaged point "

@@ -15,6 +15,7 @@ from eebench.score import (
     aggregate_seeds,
     build_reference,
     curve_at,
+    elue_by_seed,
     load_reference,
     raw_points,
     score,
@@ -133,3 +134,16 @@ def test_score_with_a_method_against_the_reference(tmp_path: Path):
     data = report.to_dict()
     assert data["units"] == {"metric": "percent", "flops": "MFLOPs per sample"}
     assert [p["mflops"] for p in data["tasks"]["rte"]["points"]] == [15.0, 50.0]
+
+
+def test_elue_by_seed_scores_each_seed_alone(tmp_path: Path):
+    ref = build_reference([run(tmp_path, "static", "rte", 0,
+                               [(1.0, 10e6, 60.0), (2.0, 20e6, 70.0), (4.0, 40e6, 80.0)])])
+    # seed 1: +5 at 15 MFLOPs; seed 2: -1 at 30 MFLOPs (curve 75); their mean is a third answer
+    seeds = [run(tmp_path, "pabee", "rte", 1, [(0.1, 15e6, 70.0)]),
+             run(tmp_path, "pabee", "rte", 2, [(0.1, 30e6, 74.0)])]
+    raw = raw_points(seeds)
+    assert elue_by_seed(raw, ref) == {"pabee": {"rte": {1: pytest.approx(5.0),
+                                                        2: pytest.approx(-1.0)}}}
+    # the seed-averaged point (22.5 MFLOPs, 72.0) against the curve there (71.25)
+    assert score(aggregate_seeds(raw), ref).elue["pabee"]["rte"] == pytest.approx(0.75)

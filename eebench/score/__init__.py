@@ -38,7 +38,8 @@ REPORT_SCHEMA_VERSION = 1
 __all__ = [
     "DEFAULT_EXTRAPOLATE", "EXTRAPOLATE", "HvReference", "Point", "RawPoint", "Rank",
     "ReferenceCurves", "Run", "ScoreReport", "TaskReport", "aggregate_seeds", "build_reference",
-    "check_consistent", "compare_methods", "curve_at", "find_run_dirs", "hv_reference",
+    "check_consistent", "compare_methods", "curve_at", "elue_by_seed", "find_run_dirs",
+    "hv_reference",
     "load_reference", "load_run", "load_runs", "raw_points", "save_reference", "score",
 ]
 
@@ -187,6 +188,25 @@ def score(
     if reference is not None:
         result.ranking = rank_methods(result.elue)
     return result
+
+
+def elue_by_seed(
+    raw: Sequence[RawPoint],
+    reference: ReferenceCurves,
+    extrapolate: str = DEFAULT_EXTRAPOLATE,
+) -> dict[str, dict[str, dict[int, float]]]:
+    """The ELUE score of each seed's points on their own: by_seed[method][task][seed].
+
+    Their spread is the error bar of the seed-averaged score. Against a reference averaged over
+    the same seeds, the reference method's own seeds scatter around 0: the noise floor.
+    """
+    out: dict[str, dict[str, dict[int, float]]] = {}
+    for seed in sorted({rp.point.seed for rp in raw}):
+        one = aggregate_seeds([rp for rp in raw if rp.point.seed == seed])
+        for label, per_task in score(one, reference, extrapolate).elue.items():
+            for task, value in per_task.items():
+                out.setdefault(label, {}).setdefault(task, {})[seed] = value
+    return out
 
 
 def _checked_curve(reference: ReferenceCurves, p: Point):
