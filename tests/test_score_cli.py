@@ -147,6 +147,10 @@ def test_score_json_has_known_elue_scores(runs: Path, tmp_path: Path, policy, ex
     assert data["overall"]["static"] == 0.0
     assert rte["methods"]["pabee"]["elue"] == pytest.approx(expected, abs=1e-6)
     assert data["overall"]["pabee"] == pytest.approx(expected, abs=1e-6)
+    # each seed alone: static at -0.5 / +0.5 around its own seed-averaged curve, pabee the same
+    assert data["elue_by_seed"]["static"]["rte"] == {"0": -0.5, "1": 0.5}
+    assert data["elue_by_seed"]["pabee"]["rte"] == pytest.approx({"0": expected, "1": expected})
+    assert "+0.00 ± 0.71" in result.stderr  # the table shows that spread
     assert [r["method"] for r in data["ranking"]] == ["pabee", "static"]
     by_value = {(p["method"], p["sweep_value"]): p for p in rte["points"]}
     assert by_value[("pabee", 0.1)]["elue_delta"] == pytest.approx(5.5)

@@ -79,11 +79,12 @@ def score_command(
     sc.check_consistent(raw)
     points = sc.aggregate_seeds(raw)
     report = sc.score(points, ref, extrapolate.value)
+    by_seed = sc.elue_by_seed(raw, ref, extrapolate.value) if ref is not None else None
     comparisons = (
         sc.compare_methods(points, compare[0], compare[1], n_resamples=n_resamples, seed=seed)
         if compare else []
     )
-    _print_report(report, len(loaded))
+    _print_report(report, len(loaded), by_seed or {})
     if comparisons:
         _print_comparisons(comparisons, compare)
     if csv_path is not None:
@@ -91,11 +92,24 @@ def score_command(
         err_console.print(f"wrote {csv_path}")
     if json_out:
         data = report.to_dict()
+        data["elue_by_seed"] = None if by_seed is None else {
+            label: {task: {str(s): v for s, v in seeds.items()} for task, seeds in tasks.items()}
+            for label, tasks in by_seed.items()}
         data["compare"] = [_comparison_dict(c) for c in comparisons] if comparisons else None
         print_json(data)
 
 
-def _print_report(report, n_runs: int) -> None:
+def _elue_cell(value: float | None, per_seed: dict[int, float]) -> str:
+    """The seed-averaged ELUE score, ± the spread of the seeds' own scores when there are two."""
+    import numpy as np
+
+    text = _fmt(value, signed=True)
+    if text != "-" and len(per_seed) > 1:
+        text += f" ± {np.std(list(per_seed.values()), ddof=1):.2f}"
+    return text
+
+
+def _print_report(report, n_runs: int, by_seed: dict) -> None:
     from rich.table import Table
 
     tasks = list(report.tasks)
@@ -109,7 +123,9 @@ def _print_report(report, n_runs: int) -> None:
         table.add_column("mean rank", justify="right")
         elue = report.elue
         for r in report.ranking:
-            table.add_row(r.label, *(_fmt(elue[r.label].get(t), signed=True) for t in tasks),
+            table.add_row(r.label, *(_elue_cell(elue[r.label].get(t),
+                                                by_seed.get(r.label, {}).get(t, {}))
+                                     for t in tasks),
                           _fmt(r.overall, signed=True), _fmt(r.mean_rank, 1))
         err_console.print(table)
     else:
