@@ -105,6 +105,25 @@ def test_pooling_is_part_of_the_run_and_its_checkpoint(tmp_path, backbone, data_
     assert cls["summary"]["checkpoints"] != mean["summary"]["checkpoints"]
 
 
+def test_training_options_name_the_run_like_a_configs(tmp_path, backbone, data_dir,
+                                                      monkeypatch):
+    monkeypatch.chdir(tmp_path)
+    flags = _run(tmp_path, backbone, data_dir, "--method", "pabee", "--no-timing", "--lr", "1e-4",
+                 "--batch-size", "8", "--group-by-length")
+    run_dir = tmp_path / "runs" / flags["run_dir"].split("runs/", 1)[1]
+    train = R.RunConfig.model_validate_json((run_dir / R.CONFIG_FILE).read_text()).train
+    assert (train["lr"], train["batch_size"], train["group_by_length"]) == (1e-4, 8, True)
+    toml = tmp_path / "bench.toml"
+    toml.write_text("[train]\nlr = 1e-4\nbatch_size = 8\ngroup_by_length = true\n")
+    same = _run(tmp_path, backbone, data_dir, "--method", "pabee", "--no-timing",
+                "--config", str(toml))
+    assert same["run_dir"] == flags["run_dir"]
+    # a flag overrides the config: --no-group-by-length is another run
+    other = _run(tmp_path, backbone, data_dir, "--method", "pabee", "--no-timing",
+                 "--config", str(toml), "--no-group-by-length")
+    assert other["run_dir"] != flags["run_dir"]
+
+
 def test_run_refuses_bad_input(tmp_path, backbone, data_dir):
     base = ["run", "--model", str(backbone), "--data-dir", str(data_dir)]
     cases = [

@@ -65,6 +65,13 @@ def run_command(
     epochs: Annotated[int | None, typer.Option("--epochs", show_default=False)] = None,
     max_seq_length: Annotated[int | None, typer.Option("--max-seq-length", show_default=False)
                               ] = None,
+    lr: Annotated[float | None, typer.Option(
+        "--lr", help="Peak learning rate (default: the config's, else 2e-5).", show_default=False)
+    ] = None,
+    batch_size: Annotated[int | None, typer.Option("--batch-size", show_default=False)] = None,
+    group_by_length: Annotated[bool | None, typer.Option(
+        "--group-by-length/--no-group-by-length", help="Batch training rows of similar length "
+        "(less padding; default: the config's, else off).", show_default=False)] = None,
     precision: Annotated[str | None, typer.Option(
         "--precision", help="Training precision: fp32 (default) or bf16 (autocast; about twice as "
         "fast on CPUs with AMX and on recent GPUs).", show_default=False)] = None,
@@ -96,7 +103,8 @@ def run_command(
                          "and tasks")
     train = {}  # command-line training settings, over the config's (and its tasks')
     for key, value in (("max_train_samples", max_train_samples), ("epochs", epochs),
-                       ("precision", precision)):
+                       ("lr", lr), ("batch_size", batch_size),
+                       ("group_by_length", group_by_length), ("precision", precision)):
         if value is not None:
             train[key] = value
     timing = cfg.timing.model_dump()
