@@ -43,7 +43,7 @@ def make_run_config(method: str, task: str, model: str, split: str, seed: int,
                     ) -> R.RunConfig:
     """Validate names and settings, fill in the method's default sweep and resolve the pooling
     (None: the way the backbone was pretrained to pool)."""
-    from eebench.models.backbones import resolve_pooling
+    from eebench.models.backbones import recommended_lr, resolve_pooling
 
     pooling = resolve_pooling(model, pooling)
     spec = get_task(task)
@@ -62,6 +62,8 @@ def make_run_config(method: str, task: str, model: str, split: str, seed: int,
     from eebench.train import TrainConfig
 
     train = {**train, "seed": seed, "max_seq_length": max_seq_length}
+    if "lr" not in train and (lr := recommended_lr(model)) is not None:
+        train["lr"] = lr  # the backbone's own, recorded so the run says what it trained with
     if spec.is_regression:  # recorded, so the run's name changes with it
         train.setdefault("regression_bias_init", TrainConfig.regression_bias_init)
     try:

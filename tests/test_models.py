@@ -241,6 +241,8 @@ def test_backbones_command_shows_each_default_pooling():
     assert result.exit_code == 0, result.output
     rows = {r["name"]: r["pooling"] for r in json.loads(result.stdout)}
     assert rows["minilm-l6"] == "mean" and rows["bert-base"] == "cls"
+    lrs = {r["name"]: r["lr"] for r in json.loads(result.stdout)}
+    assert lrs == {"minilm-l6": 1e-4, "bert-base": 2e-5}  # bert-base: BERT's GLUE recipe
     table = CliRunner().invoke(app, ["backbones"])
     assert table.exit_code == 0 and "pooling" in table.stderr and not table.stdout
 

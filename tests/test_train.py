@@ -316,6 +316,20 @@ def test_classification_checkpoints_do_not_hash_the_regression_bias(rte):
         TrainConfig(regression_bias_init="median").validate()
 
 
+def test_a_registered_backbone_brings_its_learning_rate(tiny_model):
+    from eebench.models.backbones import recommended_lr
+    from eebench.runner import make_run_config
+
+    def run_train(model: str, train: dict) -> dict:
+        return make_run_config("pabee", "rte", model, "dev", 1, {}, [1.0], train, 64, None,
+                               "mac2-matmul", {}, pooling="mean").train
+
+    assert recommended_lr("minilm-l6") == 1e-4 and recommended_lr("bert-base") is None
+    assert run_train("minilm-l6", {})["lr"] == 1e-4  # recorded: part of the run's name
+    assert run_train("minilm-l6", {"lr": 3e-5})["lr"] == 3e-5  # a given lr wins
+    assert recommended_lr(tiny_model) is None and "lr" not in run_train(tiny_model, {})
+
+
 def test_stage_settings():
     cfg = TrainConfig(lr=2e-5, heads_lr=1e-3, stage_overrides={"b": {"epochs": 1, "lr": 3e-4}})
     assert cfg.for_stage("a", heads_only=False).lr == 2e-5

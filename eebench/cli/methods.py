@@ -45,8 +45,10 @@ def backbones(as_json: bool = JsonOption) -> None:
         except EebenchError:  # e.g. a bundled model whose package is not installed
             return None
 
-    rows = [{"name": name, "description": b.description, "pooling": pooling(name)}
-            for name, b in BACKBONES.items()]
+    from eebench.train_config import TrainConfig
+
+    rows = [{"name": name, "description": b.description, "pooling": pooling(name),
+             "lr": b.lr or TrainConfig.lr} for name, b in BACKBONES.items()]
     if as_json:
         print_json(rows)
         return
@@ -56,9 +58,10 @@ def backbones(as_json: bool = JsonOption) -> None:
     table = Table(title=f"{len(rows)} backbones", title_justify="left")
     table.add_column("model")
     table.add_column("pooling")
+    table.add_column("lr", justify="right")
     table.add_column("description", overflow="fold")
     for r in rows:
-        table.add_row(r["name"], r["pooling"] or "?", r["description"])
+        table.add_row(r["name"], r["pooling"] or "?", f"{r['lr']:g}", r["description"])
     err_console.print(table)
     err_console.print("[dim]--model also takes a local model directory or a Hugging Face hub id; "
-                      "--pooling cls|mean overrides the default pooling")
+                      "--pooling cls|mean overrides the default pooling, --lr the learning rate")

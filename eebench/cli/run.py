@@ -66,7 +66,8 @@ def run_command(
     max_seq_length: Annotated[int | None, typer.Option("--max-seq-length", show_default=False)
                               ] = None,
     lr: Annotated[float | None, typer.Option(
-        "--lr", help="Peak learning rate (default: the config's, else 2e-5).", show_default=False)
+        "--lr", help="Peak learning rate (default: the config's, else the backbone's, see "
+        "`eebench backbones`; else 2e-5).", show_default=False)
     ] = None,
     batch_size: Annotated[int | None, typer.Option("--batch-size", show_default=False)] = None,
     group_by_length: Annotated[bool | None, typer.Option(

@@ -74,7 +74,9 @@ def train_command(
         show_default=False)] = None,
     epochs: Annotated[int, typer.Option("--epochs", help="Epochs per stage.")] = D.epochs,
     batch_size: Annotated[int, typer.Option("--batch-size")] = D.batch_size,
-    lr: Annotated[float, typer.Option("--lr", help="Peak learning rate.")] = D.lr,
+    lr: Annotated[float | None, typer.Option(
+        "--lr", help=f"Peak learning rate (default: the backbone's, see `eebench backbones`; "
+        f"else {D.lr:g}).", show_default=False)] = None,
     heads_lr: Annotated[float | None, typer.Option(
         "--heads-lr", help="Learning rate of a stage that trains exit heads alone on a frozen "
         "backbone (DeeBERT's second stage).")] = D.heads_lr,
@@ -112,9 +114,11 @@ def train_command(
 ) -> None:
     """Fine-tune an early-exit method on a task; rerun the same command to resume."""
     from eebench.methods.base import get_method
-    from eebench.models.backbones import resolve_pooling
+    from eebench.models.backbones import recommended_lr, resolve_pooling
     from eebench.tasks.spec import get_task
 
+    if lr is None:
+        lr = recommended_lr(model) or D.lr
     settings = parse_settings(setting or [])
     if layers is not None:
         settings["layers"] = layers

@@ -5,6 +5,7 @@ from eebench.models.backbones import (
     POOLINGS,
     default_pooling,
     load_tokenizer,
+    recommended_lr,
     resolve_backbone,
     resolve_pooling,
 )
@@ -28,6 +29,7 @@ __all__ = [
     "default_pooling",
     "load_tokenizer",
     "pool_tokens",
+    "recommended_lr",
     "resolve_backbone",
     "resolve_pooling",
 ]

