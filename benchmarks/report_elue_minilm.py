@@ -181,8 +181,13 @@ def task_section(task: str, tr, runs, ensembles) -> list[str]:
     pts = sorted(tr.points, key=lambda p: (method_key(p.label), p.flops, p.sweep_value))
     static_full = [p for p in pts if p.label == "static" and p.sweep_value == p.num_layers]
     full_flops = static_full[0].flops if static_full else max(p.flops for p in pts)
-    seeds = sorted({s for p in pts for s in p.seeds})
-    out = [f"### {spec.title} ({tr.split}, {metric}, seeds {', '.join(map(str, seeds))})", ""]
+    seeds = {label: sorted({s for p in pts if p.label == label for s in p.seeds})
+             for label in sorted({p.label for p in pts}, key=method_key)}
+    if len({tuple(v) for v in seeds.values()}) == 1:  # every method has the same seeds
+        said = "seeds " + ", ".join(map(str, next(iter(seeds.values()))))
+    else:
+        said = "; ".join(f"{label} seeds {', '.join(map(str, v))}" for label, v in seeds.items())
+    out = [f"### {spec.title} ({tr.split}, {metric}, {said})", ""]
     out += [f"![{spec.title}: {metric} against MFLOPs per sample](figures/results/"
             f"{task}-pareto.png)", ""]
     out += ["| method | setting | " + metric + " (mean ± std) | MFLOPs | speed-up | avg exit layer "
