@@ -194,3 +194,28 @@ def test_cuda_timing_and_peak_memory():
     assert len(result.raw_ms) == 5 and all(v > 0 for v in result.raw_ms)
     assert result.peak_memory_mb >= 4  # x and the product: 4 MiB each
     assert result.peak_memory_reset
+
+
+def test_git_state_is_dirty_only_when_the_code_changed(tmp_path):
+    from eebench.measure.env import git_state
+
+    def git(*args: str) -> None:
+        subprocess.run(["git", "-c", "user.name=t", "-c", "user.email=t@t", *args], cwd=tmp_path,
+                       check=True, capture_output=True)
+
+    (tmp_path / "eebench").mkdir()
+    (tmp_path / "eebench" / "a.py").write_text("x = 1\n")
+    (tmp_path / "docs.md").write_text("results\n")
+    git("init", "-q")
+    git("add", "-A")
+    git("commit", "-qm", "first")
+    state = git_state(tmp_path)
+    assert state is not None and re.fullmatch(r"[0-9a-f]{40}", state["commit"])
+    assert state["dirty"] is False
+    (tmp_path / "docs.md").write_text("new results\n")  # a written result is not a code change
+    (tmp_path / "runs").mkdir()
+    (tmp_path / "runs" / "points.jsonl").write_text("{}\n")
+    assert git_state(tmp_path)["dirty"] is False
+    (tmp_path / "eebench" / "a.py").write_text("x = 2\n")
+    assert git_state(tmp_path)["dirty"] is True
+    assert git_state(tmp_path / "eebench") is None  # not the top of a checkout

@@ -76,20 +76,23 @@ def gpu_info() -> dict[str, Any] | None:
     }
 
 
-def git_state() -> dict[str, Any] | None:
+def git_state(source: Path | None = None) -> dict[str, Any] | None:
     """Commit of the eebench source tree (and whether it has local changes); None outside git.
 
     Only the checkout eebench itself lives in counts: an installed copy inside some other
     repository (a virtualenv in a project) would otherwise report that project's commit.
+    "dirty" looks at the code alone (the package and pyproject.toml): results, docs and
+    reference files written next to it do not change what a run computes.
     """
-    source = Path(__file__).resolve().parents[2]
+    source = (source or Path(__file__).parents[2]).resolve()
     top = _run(["git", "rev-parse", "--show-toplevel"], cwd=source)
     if not top or Path(top).resolve() != source:
         return None
     commit = _run(["git", "rev-parse", "HEAD"], cwd=source)
     if not commit:
         return None
-    status = _run(["git", "status", "--porcelain", "--untracked-files=no"], cwd=source)
+    status = _run(["git", "status", "--porcelain", "--untracked-files=no", "--", "eebench",
+                   "pyproject.toml"], cwd=source)
     return {"commit": commit, "dirty": bool(status)}
 
 
