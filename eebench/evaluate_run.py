@@ -49,6 +49,9 @@ def evaluate_variant(cfg: R.RunConfig, method: EarlyExitMethod, spec: TaskSpec, 
 
     sweep_task = _progress_task(opts, f"{cfg.method} {cfg.task}: sweep, check, time", len(values))
     points, exit_layers, preds = [], [], []
+    # Class ids (predictions, labels) fit in int16 like the exit layers: a quarter of int64, for
+    # run directories that are committed; regression scores stay float32.
+    ids_dtype = np.float32 if spec.is_regression else np.int16
     exit_layer_of = np.asarray(model.exit_layers)
     for value in values:
         rule = method.exit_rule(value, spec.is_regression)
@@ -76,12 +79,13 @@ def evaluate_variant(cfg: R.RunConfig, method: EarlyExitMethod, spec: TaskSpec, 
             disagreements_near_threshold=agreement.near_threshold,
         ))
         exit_layers.append(layers.astype(np.int16))
-        preds.append(dec.prediction.astype(np.float32 if spec.is_regression else np.int64))
+        preds.append(dec.prediction.astype(ids_dtype))
         _advance(opts, sweep_task, 1)
     arrays = {"exit_layer": np.stack(exit_layers), "prediction": np.stack(preds),
               "lengths": out.lengths.astype(np.int32)}
     if out.labels is not None:
-        arrays["labels"] = np.asarray(out.labels)
+        labels = np.asarray(out.labels)
+        arrays["labels"] = labels if spec.is_regression else labels.astype(np.int16)
     # one row per point; the caller concatenates variants along the point axis
     return points, arrays, out.logits.numpy()
 

@@ -44,6 +44,7 @@ def test_run_writes_a_complete_run_directory(tmp_path, backbone, data_dir, metho
     assert [p.sweep_value for p in points] == cfg.sweep
     arrays = load_file(str(run_dir / R.PREDICTIONS_FILE))
     assert arrays["exit_layer"].shape == (len(points), 20)
+    assert arrays["prediction"].dtype == arrays["labels"].dtype == np.int16  # compact class ids
     assert arrays["exit_logits"].shape[:2] == (3, 20)
     for row, p in enumerate(points):
         assert sum(p.exit_histogram) == p.n_samples == 20
