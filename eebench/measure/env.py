@@ -84,7 +84,7 @@ def git_state(source: Path | None = None) -> dict[str, Any] | None:
     "dirty" looks at the code alone (the package and pyproject.toml): results, docs and
     reference files written next to it do not change what a run computes.
     """
-    source = (source or Path(__file__).parents[2]).resolve()
+    source = (source or Path(__file__).resolve().parents[2]).resolve()
     top = _run(["git", "rev-parse", "--show-toplevel"], cwd=source)
     if not top or Path(top).resolve() != source:
         return None

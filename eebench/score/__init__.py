@@ -14,6 +14,7 @@ from dataclasses import dataclass, field
 import numpy as np
 
 from eebench.errors import DataError, EebenchError
+from eebench.results import OperatingPoint
 from eebench.score.collect import (
     RawPoint,
     Run,
@@ -200,16 +201,19 @@ def elue_by_seed(
     Their spread is the error bar of the seed-averaged score. Against a reference averaged over
     the same seeds, the reference method's own seeds scatter around 0: the noise floor.
     """
+    groups: dict[tuple[str, str, int], list[RawPoint]] = {}
+    for rp in raw:
+        groups.setdefault((rp.label, rp.point.task, rp.point.seed), []).append(rp)
     out: dict[str, dict[str, dict[int, float]]] = {}
-    for seed in sorted({rp.point.seed for rp in raw}):
-        one = aggregate_seeds([rp for rp in raw if rp.point.seed == seed])
-        for label, per_task in score(one, reference, extrapolate).elue.items():
-            for task, value in per_task.items():
-                out.setdefault(label, {}).setdefault(task, {})[seed] = value
+    for (label, task, seed), members in sorted(groups.items()):
+        curve = _checked_curve(reference, members[0].point)
+        deltas = elue_deltas(curve.flops, curve.main, [rp.point.mean_flops for rp in members],
+                             [rp.point.main for rp in members], extrapolate)
+        out.setdefault(label, {}).setdefault(task, {})[seed] = float(np.mean(deltas))
     return out
 
 
-def _checked_curve(reference: ReferenceCurves, p: Point):
+def _checked_curve(reference: ReferenceCurves, p: Point | OperatingPoint):
     """The task's curve, refusing a reference made on another split, convention or metric."""
     curve = reference.curve(p.task)
     for what, ref_value, value in (
