@@ -8,6 +8,7 @@ from itertools import pairwise
 
 import pytest
 import torch
+from safetensors.torch import load_model, save_model
 from typer.testing import CliRunner
 
 import eebench.methods  # noqa: F401  (registers the built-in methods)
@@ -15,6 +16,7 @@ from eebench.cli import app
 from eebench.errors import UsageError
 from eebench.methods.base import METHODS, ExitRule, Stage, get_method, select_state
 from eebench.methods.deebert import entropy
+from eebench.models import MultiExitModel
 from eebench.tasks.spec import get_task
 from tests.tiny import tiny_model
 
@@ -132,6 +134,58 @@ def test_pabee_loss_weights_exit_j_by_j():
     assert math.isclose(float(got), (mse[0] + 2 * mse[1] + 3 * mse[2]) / 6, rel_tol=1e-6)
 
 
+def test_pabee_equal_loss_weights_are_the_plain_mean():
+    torch.manual_seed(0)
+    logits = [torch.randn(5, 3) for _ in range(4)]
+    labels = torch.tensor([0, 2, 1, 1, 0])
+    method = get_method("pabee", loss_weights="equal")
+    got = method.loss(logits, labels, method.stages()[0], is_regression=False)
+    assert math.isclose(float(got), sum(_ce(x, labels) for x in logits) / 4, rel_tol=1e-6)
+
+
+def test_pabee_pooler_per_exit_when_not_shared(tmp_path):
+    model = tiny_model(get_method("pabee", shared_pooler=False))
+    poolers = [h.pooler for h in model.heads]
+    assert len({id(p) for p in poolers}) == model.num_exits
+    # each a copy of the pretrained pooler, all starting equal
+    for p in poolers[1:]:
+        torch.testing.assert_close(p.dense.weight, poolers[0].dense.weight, atol=0, rtol=0)
+    assert sorted(k for k in model.state_dict() if k.endswith("pooler.dense.weight")) == [
+        f"heads.{i}.pooler.dense.weight" for i in range(model.num_exits)]
+    shared = tiny_model("pabee")
+    per_exit = sum(p.numel() for p in poolers[0].parameters())
+    assert (sum(p.numel() for p in model.parameters())
+            == sum(p.numel() for p in shared.parameters()) + (model.num_exits - 1) * per_exit)
+    # the last exit's loss reaches its own pooler only
+    ids = torch.tensor([[101, 2023, 2003, 102]])
+    model(ids, torch.ones_like(ids))[-1].sum().backward()
+    assert poolers[-1].dense.weight.grad.abs().sum() > 0
+    assert poolers[0].dense.weight.grad is None or not poolers[0].dense.weight.grad.any()
+    # saved and rebuilt from its config (as checkpoints are), it is the same model
+    with torch.no_grad():
+        poolers[2].dense.weight.add_(0.5)  # make the copies differ before saving
+    save_model(model, str(tmp_path / "model.safetensors"))
+    rebuilt = MultiExitModel.from_model_config(json.loads(json.dumps(model.model_config())))
+    missing, unexpected = load_model(rebuilt, str(tmp_path / "model.safetensors"))
+    assert not missing and not unexpected
+    with torch.no_grad():
+        torch.testing.assert_close(rebuilt(ids, torch.ones_like(ids)),
+                                   model(ids, torch.ones_like(ids)), atol=0, rtol=0)
+
+
+def test_pabee_new_settings_keep_the_paper_runs_names():
+    """Settings at their defaults are not recorded, so runs made before they existed keep their
+    configuration (and hence their names); a changed one is recorded."""
+    paper = {"regression_threshold": 0.1}
+    assert get_method("pabee").settings == paper
+    assert get_method("pabee", loss_weights="layer", shared_pooler=True).settings == paper
+    changed = get_method("pabee", loss_weights="equal", shared_pooler=False)
+    assert changed.settings == {**paper, "loss_weights": "equal", "shared_pooler": False}
+    assert get_method("pabee", **changed.settings).settings == changed.settings
+    assert (get_method("pabee").setting("loss_weights"), changed.setting("loss_weights")) == (
+        "layer", "equal")
+
+
 # ---------------------------------------------------------------------------------------- DeeBERT
 def test_entropy_rule():
     logits = torch.tensor([[0.0, 0.0], [10.0, -10.0], [1.0, 0.0]])
@@ -245,6 +299,10 @@ def test_settings_are_checked():
         get_method("pabee", patience=3)
     with pytest.raises(UsageError):
         get_method("pabee", regression_threshold="abc")
+    with pytest.raises(UsageError, match="loss_weights must be one of layer, equal"):
+        get_method("pabee", loss_weights="linear")
+    with pytest.raises(UsageError, match="shared_pooler must be true or false"):
+        get_method("pabee", shared_pooler="no")
     with pytest.raises(UsageError, match="patience"):
         get_method("pabee").exit_rule(1.5, False)
     with pytest.raises(UsageError) as e:
@@ -260,6 +318,7 @@ def test_cli_lists_the_methods():
     assert {n: rows[n]["sweep_param"] for n in ("static", "deebert", "pabee")} == {
         "static": "layers", "deebert": "threshold", "pabee": "patience"}
     assert rows["deebert"]["supports_regression"] is False and rows["static"]["static"] is True
-    assert rows["pabee"]["settings"] == {"regression_threshold": 0.1}
+    assert rows["pabee"]["settings"] == {
+        "regression_threshold": 0.1, "loss_weights": "layer", "shared_pooler": True}
     table = CliRunner().invoke(app, ["methods"])
     assert table.exit_code == 0 and "pabee" in table.output

@@ -91,17 +91,27 @@ class EarlyExitMethod:
     # A static method sweeps over separately trained truncated models, not over an exit rule.
     static: ClassVar[bool] = False
     defaults: ClassVar[dict[str, Any]] = {}
+    # Settings added after runs were made with the method: recorded (and so part of a run's name)
+    # only when they differ from their default, so the earlier runs keep their names.
+    optional: ClassVar[dict[str, Any]] = {}
 
     def __init__(self, **settings: Any):
-        unknown = set(settings) - set(self.defaults)
+        known = {**self.defaults, **self.optional}
+        unknown = set(settings) - set(known)
         if unknown:
             from eebench.errors import UsageError
 
             raise UsageError(
                 f"method {self.name!r} has no setting {sorted(unknown)[0]!r}",
-                hint=f"its settings are: {', '.join(self.defaults) or 'none'}",
+                hint=f"its settings are: {', '.join(known) or 'none'}",
             )
-        self.settings: dict[str, Any] = {**self.defaults, **settings}
+        self.settings: dict[str, Any] = {**self.defaults, **{
+            k: v for k, v in settings.items()
+            if not (k in self.optional and k not in self.defaults and v == self.optional[k])}}
+
+    def setting(self, name: str) -> Any:
+        """A setting's value, its default included where the settings leave it out."""
+        return self.settings[name] if name in self.settings else self.optional[name]
 
     # -- checks --------------------------------------------------------------------------------
     def check_task(self, task: Any) -> None:
@@ -152,7 +162,7 @@ class EarlyExitMethod:
             "sweep_param": self.sweep_param,
             "supports_regression": self.supports_regression,
             "static": self.static,
-            "settings": dict(self.settings),
+            "settings": {**self.optional, **self.settings},
         }
 
 

@@ -2,6 +2,8 @@
 
     head i  = shared pooler (one module, from the pretrained pooler) -> dropout -> linear_i
     train:    loss = sum_i i * L_i / sum_i i          (i = 1..L; L_i = CE, or MSE for regression)
+              (setting loss_weights = "equal": the plain mean of the L_i;
+               shared_pooler = false: a pooler per head)
     infer:    counter = 0
               for i = 1..L:
                   if i >= 2 and pred_i == pred_{i-1}: counter += 1   (regression: |delta| < tau)
@@ -65,6 +67,9 @@ class PatienceRule(ExitRule):
         return StepResult(new, count >= self.patience, margin)
 
 
+LOSS_WEIGHTS = ("layer", "equal")
+
+
 @register_method("pabee")
 class PABEE(EarlyExitMethod):
     paper = ("Zhou et al., BERT Loses Patience: Fast and Robust Inference with Early Exit, "
@@ -72,9 +77,18 @@ class PABEE(EarlyExitMethod):
     description = "shared pooler + classifier per layer, weighted loss, exit on patience"
     sweep_param = "patience"
     defaults = {"regression_threshold": 0.1}  # |delta| below which two scores count as equal
+    # loss_weights: "layer" weighs exit i by i (the paper), "equal" weighs every exit alike;
+    # shared_pooler: one pooler for every exit (the paper) or false for a pooler per exit
+    optional = {"loss_weights": "layer", "shared_pooler": True}
 
     def __init__(self, **settings: Any):
         super().__init__(**settings)
+        if self.setting("loss_weights") not in LOSS_WEIGHTS:
+            raise UsageError(f"pabee: loss_weights must be one of {', '.join(LOSS_WEIGHTS)}, "
+                             f"got {self.setting('loss_weights')!r}")
+        if not isinstance(self.setting("shared_pooler"), bool):
+            raise UsageError("pabee: shared_pooler must be true or false, got "
+                             f"{self.setting('shared_pooler')!r}")
         try:
             tau = float(self.settings["regression_threshold"])
         except (TypeError, ValueError):
@@ -86,9 +100,13 @@ class PABEE(EarlyExitMethod):
 
     def build_heads(self, config: Any, num_labels: int, num_layers: int, pooler: nn.Module
                     ) -> ExitHeads:
-        shared = copy.deepcopy(pooler)  # one module: head 0 owns it, the others reuse it
-        heads = [ExitHead(shared, config, num_labels, own_pooler=(i == 0))
-                 for i in range(num_layers)]
+        if self.setting("shared_pooler"):
+            shared = copy.deepcopy(pooler)  # one module: head 0 owns it, the others reuse it
+            heads = [ExitHead(shared, config, num_labels, own_pooler=(i == 0))
+                     for i in range(num_layers)]
+        else:  # each exit its own copy of the pretrained pooler
+            heads = [ExitHead(copy.deepcopy(pooler), config, num_labels)
+                     for _ in range(num_layers)]
         return ExitHeads(nn.ModuleList(heads), tuple(range(1, num_layers + 1)))
 
     def stages(self) -> list[Stage]:
@@ -97,8 +115,10 @@ class PABEE(EarlyExitMethod):
     def loss(self, exit_logits: Sequence[torch.Tensor], labels: torch.Tensor, stage: Stage,
              is_regression: bool) -> torch.Tensor:
         exits = stage.exit_indices(len(exit_logits))
-        total = sum((j + 1) * exit_loss(exit_logits[j], labels, is_regression) for j in exits)
-        return total / sum(j + 1 for j in exits)
+        weights = [j + 1 if self.setting("loss_weights") == "layer" else 1 for j in exits]
+        total = sum(w * exit_loss(exit_logits[j], labels, is_regression)
+                    for w, j in zip(weights, exits, strict=True))
+        return total / sum(weights)
 
     def default_sweep(self, num_layers: int, is_regression: bool, num_labels: int = 2
                       ) -> list[float]:
