@@ -4,6 +4,8 @@ and `eebench validate`, and a reference curve that scores the static runs it was
 from __future__ import annotations
 
 import json
+import subprocess
+import sys
 from pathlib import Path
 
 import jsonschema
@@ -52,3 +54,11 @@ def test_static_runs_score_zero_against_the_shipped_reference():
     assert others
     for label, per_task in score(aggregate_seeds(raw_points(others)), reference).elue.items():
         assert label == "pabee" and all(abs(v) > 0 for v in per_task.values())
+
+
+def test_pabee_ablation_table_is_what_its_runs_give():
+    """docs/results.md's PABEE ablation table is rebuilt, unchanged, from the committed runs."""
+    out = subprocess.run([sys.executable, str(ROOT / "benchmarks" / "report_pabee_ablation.py"),
+                          "--no-write"], capture_output=True, text=True, check=True).stdout
+    doc = (ROOT / "docs" / "results.md").read_text()
+    assert out.strip() in doc
