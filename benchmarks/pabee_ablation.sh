@@ -3,7 +3,7 @@
 # the benchmark's budget (benchmarks/elue-minilm.toml), once with equal loss weights and once
 # with a pooler per exit; compared with the benchmark's own PABEE runs of the same seeds.
 #   bash benchmarks/pabee_ablation.sh [DATA_DIR]
-# Resumable like the benchmark; two workers, one thread each, about 15 minutes on two cores.
+# Resumable like the benchmark; two workers, one thread each, about 20 minutes on two cores.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 DATA_DIR=${1:-${EEBENCH_DATA_DIR:-../shared/data}}

@@ -47,7 +47,8 @@ def finished(root: Path, methods: tuple[str, ...] = ("pabee",)) -> list[R.Run]:
 
 def pm(values: list[float]) -> str:
     a = np.asarray(values, dtype=float)
-    return f"{a.mean():.1f} ± {a.std(ddof=1):.1f}" if len(a) > 1 else f"{a.mean():.1f}"
+    mean = round(float(a.mean()), 1) + 0.0  # no "-0.0"
+    return f"{mean:.1f} ± {a.std(ddof=1):.1f}" if len(a) > 1 else f"{mean:.1f}"
 
 
 def main() -> None:
