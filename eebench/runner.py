@@ -8,7 +8,7 @@ it at once, and an interrupted run resumes (training from its last checkpoint, e
 from __future__ import annotations
 
 import shutil
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Any
 
@@ -153,6 +153,8 @@ def _execute(cfg: R.RunConfig, opts: RunOptions, run_dir: Path) -> None:
     train_ex = load_split(spec, "train", opts.data_dir)
     dev_ex = load_split(spec, "dev", opts.data_dir)
     eval_ex = dev_ex if cfg.split == "dev" else load_split(spec, cfg.split, opts.data_dir)
+    if cfg.split == "test":  # withheld: predictions only, even from a file with labels (IMDb's)
+        eval_ex = replace(eval_ex, labels=None)
     if cfg.max_eval_samples is not None and cfg.max_eval_samples < len(eval_ex):
         # the same samples for every seed and method, so their points are paired
         eval_ex = eval_ex.take(cfg.max_eval_samples, EVAL_SUBSET_SEED)

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+from pathlib import Path
 
 import numpy as np
 import pytest
@@ -216,3 +217,24 @@ def test_a_configs_evaluation_budget_is_for_dev_only(tmp_path, backbone, data_di
     test = runner.invoke(app, [*args, "--split", "test"])
     assert test.exit_code == 0, test.output
     assert json.loads(test.stdout)["summary"]["n_samples"] == 146  # every WNLI test row
+
+
+def test_a_test_split_run_holds_no_labels(tmp_path, backbone, data_dir):
+    """Test labels are withheld: IMDb's test file has them, and the run still neither scores
+    nor stores them."""
+    args = ["run", "--method", "pabee", "--task", "elue-imdb", "--model", str(backbone),
+            "--data-dir", str(data_dir), "--max-train-samples", "16", "--epochs", "1",
+            "--max-seq-length", "32", "--max-eval-samples", "12", "--no-timing", "--json",
+            "--out", str(tmp_path / "runs"), "--checkpoints", str(tmp_path / "ckpt")]
+    found = {}
+    for split in ("dev", "test"):
+        result = runner.invoke(app, [*args, "--split", split])
+        assert result.exit_code == 0, result.output + str(result.exception)
+        run_dir = Path(json.loads(result.stdout)["run_dir"])
+        found[split] = (load_file(str(run_dir / R.PREDICTIONS_FILE)),
+                        R.read_points(run_dir / R.POINTS_FILE))
+    arrays, points = found["dev"]
+    assert "labels" in arrays and all(p.metrics for p in points)
+    arrays, points = found["test"]
+    assert "labels" not in arrays and arrays["prediction"].shape[1] == 12
+    assert not any(p.metrics for p in points) and all(p.main is None for p in points)
