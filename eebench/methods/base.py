@@ -107,7 +107,7 @@ class EarlyExitMethod:
             )
         self.settings: dict[str, Any] = {**self.defaults, **{
             k: v for k, v in settings.items()
-            if not (k in self.optional and k not in self.defaults and v == self.optional[k])}}
+            if not (k in self.optional and v == self.optional[k])}}
 
     def setting(self, name: str) -> Any:
         """A setting's value, its default included where the settings leave it out."""
