@@ -31,11 +31,13 @@ def setup(args, method_name: str):
     """(model, encoded eval data, spec, method) for a fine-tuned `method_name` on args.task."""
     import torch
 
-    from eebench.batching import encode
+    from eebench.data.batching import encode
     from eebench.methods.base import get_method
     from eebench.tasks.loaders import load_split
     from eebench.tasks.spec import get_task
-    from eebench.train import TrainConfig, load_trained, train
+    from eebench.train.checkpoint import load_trained
+    from eebench.train.config import TrainConfig
+    from eebench.train.loop import train
 
     if args.threads:
         torch.set_num_threads(args.threads)

@@ -23,10 +23,12 @@ def main() -> None:
                    "(default: pabee patience 1,2,3; deebert thresholds 0.2,0.4,0.6)")
     args = p.parse_args()
 
-    from eebench.batching import collate
-    from eebench.evaluate import NeverExit, collect_exit_logits, dynamic_batch, simulate
+    from eebench.data.batching import collate
     from eebench.measure.flops import build_cost_table
     from eebench.measure.timing import Stopwatch
+    from eebench.models.outputs import collect_exit_logits
+    from eebench.rules.base import FixedRule
+    from eebench.rules.engine import dynamic_batch, simulate
 
     model, enc, spec, method, device = setup(args, args.method)
     default = {"pabee": "1,2,3", "deebert": "0.2,0.4,0.6"}.get(args.method, "1")
@@ -73,7 +75,7 @@ def main() -> None:
         for bs in (1, args.batch_size):
             speedups = []
             for _ in range(args.repeats):
-                t_full = wall(NeverExit(), bs, True)
+                t_full = wall(FixedRule(exit=False), bs, True)
                 t_dyn = wall(method.exit_rule(value, spec.is_regression), bs, False)
                 speedups.append(t_full / t_dyn)
             ratios[bs] = median(speedups)

@@ -32,7 +32,7 @@ import tomllib
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
 
-from eebench import results as R  # noqa: E402
+from eebench.run import artifacts as R  # noqa: E402
 from eebench.score import (  # noqa: E402
     aggregate_seeds,
     build_reference,

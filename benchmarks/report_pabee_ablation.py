@@ -18,9 +18,9 @@ import numpy as np
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
 
-from eebench import results as R  # noqa: E402
 from eebench.plot.data import exit_curve  # noqa: E402
 from eebench.plot.style import task_title  # noqa: E402
+from eebench.run import artifacts as R  # noqa: E402
 from eebench.score import elue_by_seed, load_reference, load_run, raw_points  # noqa: E402
 from eebench.tasks.spec import get_task  # noqa: E402
 

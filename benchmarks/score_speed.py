@@ -21,7 +21,7 @@ from pathlib import Path
 import numpy as np
 
 from eebench.measure.env import cpu_model, package_versions, usable_cores
-from eebench.results import OperatingPoint, RunConfig
+from eebench.run.artifacts import OperatingPoint, RunConfig
 from eebench.score import Run, aggregate_seeds, build_reference, raw_points, score
 
 TASKS = ("rte", "mrpc", "sst2", "elue-scitail", "elue-snli", "elue-imdb")

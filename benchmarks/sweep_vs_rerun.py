@@ -24,8 +24,9 @@ def main() -> None:
 
     import torch
 
-    from eebench.batching import collate, eval_batches
-    from eebench.evaluate import collect_exit_logits, compare, dynamic_inference, simulate
+    from eebench.data.batching import collate, eval_batches
+    from eebench.models.outputs import collect_exit_logits
+    from eebench.rules.engine import compare, dynamic_inference, simulate
 
     model, enc, spec, method, device = setup(args, "deebert")
     top = float(np.log(spec.num_labels))

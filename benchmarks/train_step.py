@@ -28,12 +28,12 @@ def main() -> None:
 
     import torch
 
-    from eebench.batching import collate, encode, epoch_batches
+    from eebench.data.batching import collate, encode, epoch_batches
     from eebench.methods.base import get_method
     from eebench.models.multi_exit import build_model, load_tokenizer
     from eebench.tasks.loaders import load_split
     from eebench.tasks.spec import get_task
-    from eebench.train import optimizer_groups
+    from eebench.train.loop import optimizer_groups
 
     if args.threads:
         torch.set_num_threads(args.threads)

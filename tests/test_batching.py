@@ -5,13 +5,12 @@ from __future__ import annotations
 import pytest
 import torch
 
-from eebench.batching import (
+from eebench.data.batching import (
     collate,
     encode,
     epoch_batches,
     epoch_order,
     eval_batches,
-    restore_order,
     steps_per_epoch,
     train_batches,
 )
@@ -139,10 +138,8 @@ def test_eval_batches_sorted_by_length_restore_the_original_order(tokenizer, rte
     assert lengths.tolist() == sorted(lengths.tolist(), reverse=True)
     padded = sum(b["input_ids"].numel() for b in batches)
     assert padded < sum(b["input_ids"].numel() for b in plain)  # sorting saves padding
-    restored = restore_order(index, lengths)
+    restored = lengths[index.argsort()]
     assert restored.tolist() == data.lengths
-    stacked = torch.stack([lengths, lengths * 2])  # [E, N]: restore along dim 1
-    assert restore_order(index, stacked, dim=1)[1].tolist() == [2 * n for n in data.lengths]
 
 
 def test_unlabelled_split_has_no_labels_and_cannot_train(tokenizer, data_dir):

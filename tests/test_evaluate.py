@@ -8,16 +8,11 @@ import numpy as np
 import pytest
 import torch
 
-from eebench.batching import collate, encode, eval_batches
-from eebench.evaluate import (
-    collect_exit_logits,
-    compare,
-    dynamic_batch,
-    dynamic_inference,
-    simulate,
-)
+from eebench.data.batching import collate, encode, eval_batches
 from eebench.methods.base import METHODS, get_method
 from eebench.models.backbones import POOLINGS
+from eebench.models.outputs import collect_exit_logits
+from eebench.rules.engine import compare, dynamic_batch, dynamic_inference, simulate
 from eebench.tasks.loaders import load_split
 from tests import tiny
 

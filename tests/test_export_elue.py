@@ -14,8 +14,8 @@ from safetensors.numpy import load_file
 from typer.testing import CliRunner
 
 import eebench.cli.submit  # noqa: F401  (registers the commands)
-from eebench import results as R
 from eebench.cli import app
+from eebench.run import artifacts as R
 from eebench.submit.export_elue import Structure, export_elue, modules
 from eebench.tasks.loaders import load_split
 from eebench.tasks.spec import get_task

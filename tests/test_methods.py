@@ -14,10 +14,11 @@ from typer.testing import CliRunner
 import eebench.methods  # noqa: F401  (registers the built-in methods)
 from eebench.cli import app
 from eebench.errors import UsageError
-from eebench.methods.base import METHODS, ExitRule, Stage, get_method, select_state
+from eebench.methods.base import METHODS, Stage, get_method
 from eebench.methods.deebert import entropy
-from eebench.models import MultiExitModel
+from eebench.rules.base import ExitRule, select_state
 from eebench.tasks.spec import get_task
+from eebench.train.checkpoint import rebuild_model
 from tests.tiny import tiny_model
 
 ALL_METHODS = METHODS.names()
@@ -165,7 +166,7 @@ def test_pabee_pooler_per_exit_when_not_shared(tmp_path):
     with torch.no_grad():
         poolers[2].dense.weight.add_(0.5)  # make the copies differ before saving
     save_model(model, str(tmp_path / "model.safetensors"))
-    rebuilt = MultiExitModel.from_model_config(json.loads(json.dumps(model.model_config())))
+    rebuilt = rebuild_model(json.loads(json.dumps(model.model_config())))
     missing, unexpected = load_model(rebuilt, str(tmp_path / "model.safetensors"))
     assert not missing and not unexpected
     with torch.no_grad():

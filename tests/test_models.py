@@ -24,6 +24,7 @@ from eebench.models import (
     resolve_backbone,
     resolve_pooling,
 )
+from eebench.train.checkpoint import rebuild_model
 from tests.tiny import save_tiny_backbone, tiny_model, tokenizer
 
 ALL_METHODS = METHODS.names()
@@ -147,7 +148,7 @@ def test_model_config_round_trip_gives_identical_logits(method, pooling, tmp_pat
     assert cfg["exit_layers"] == list(model.exit_layers)
     save_model(model, str(tmp_path / "model.safetensors"))  # how checkpoints are written
 
-    rebuilt = MultiExitModel.from_model_config(cfg)
+    rebuilt = rebuild_model(cfg)
     ids, mask, types = _batch(SENTENCES)
     with torch.no_grad():
         assert not torch.allclose(rebuilt(ids, mask, types), model(ids, mask, types))
@@ -161,13 +162,13 @@ def test_model_config_round_trip_gives_identical_logits(method, pooling, tmp_pat
 def test_model_config_mismatch_is_a_clear_error():
     cfg = tiny_model("pabee").model_config()
     with pytest.raises(EebenchError, match="exit layers"):
-        MultiExitModel.from_model_config({**cfg, "exit_layers": [1, 3]})
+        rebuild_model({**cfg, "exit_layers": [1, 3]})
     with pytest.raises(EebenchError, match="malformed"):
-        MultiExitModel.from_model_config({k: v for k, v in cfg.items() if k != "num_layers"})
+        rebuild_model({k: v for k, v in cfg.items() if k != "num_layers"})
     with pytest.raises(EebenchError, match="pooling"):
-        MultiExitModel.from_model_config({**cfg, "pooling": "max"})
+        rebuild_model({**cfg, "pooling": "max"})
     # a config written before the pooling was recorded pooled [CLS]
-    old = MultiExitModel.from_model_config({k: v for k, v in cfg.items() if k != "pooling"})
+    old = rebuild_model({k: v for k, v in cfg.items() if k != "pooling"})
     assert old.pooling == "cls"
 
 

@@ -10,8 +10,8 @@ import pytest
 from safetensors.numpy import load_file
 from typer.testing import CliRunner
 
-from eebench import results as R
 from eebench.cli import app
+from eebench.run import artifacts as R
 from tests import tiny
 
 runner = CliRunner()
@@ -161,7 +161,7 @@ def test_config_grid_skips_pairs_a_method_cannot_run(tmp_path, backbone, data_di
 
 
 def test_config_task_budgets_and_a_second_process_on_the_same_grid(tmp_path, backbone, data_dir):
-    from eebench import runner as run_module
+    from eebench.run import execute as run_module
 
     cfg = tmp_path / "bench.toml"
     cfg.write_text(

@@ -1,7 +1,7 @@
 """`eebench score` and `eebench reference build` on small synthetic run directories.
 
-The runs are made with eebench.results exactly as `eebench run` writes them. The reference curve
-and the points are chosen so that every ELUE score has a known answer worked out by hand.
+The runs are made with eebench.run.artifacts exactly as `eebench run` writes them. The reference
+curve and the points are chosen so that every ELUE score has a known answer worked out by hand.
 """
 
 from __future__ import annotations
@@ -17,7 +17,8 @@ from typer.testing import CliRunner
 
 import eebench.cli.score  # noqa: F401  (registers the commands)
 from eebench.cli import app
-from eebench.results import (
+from eebench.io import write_json
+from eebench.run.artifacts import (
     CONFIG_FILE,
     POINTS_FILE,
     PREDICTIONS_FILE,
@@ -25,7 +26,6 @@ from eebench.results import (
     OperatingPoint,
     RunConfig,
     RunSummary,
-    write_json,
     write_points,
 )
 

@@ -9,7 +9,7 @@ import numpy as np
 import pytest
 
 from eebench.errors import DataError, UsageError
-from eebench.results import OperatingPoint, RunConfig
+from eebench.run.artifacts import OperatingPoint, RunConfig
 from eebench.score import (
     Run,
     aggregate_seeds,

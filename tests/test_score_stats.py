@@ -9,7 +9,7 @@ import numpy as np
 import pytest
 
 from eebench.errors import DataError
-from eebench.results import OperatingPoint, RunConfig
+from eebench.run.artifacts import OperatingPoint, RunConfig
 from eebench.score import Run, aggregate_seeds, compare_methods, raw_points
 from eebench.score.stats import match_by_flops, paired_bootstrap, per_sample_scores, rank_methods
 

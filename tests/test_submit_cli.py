@@ -13,8 +13,8 @@ import pytest
 from typer.testing import CliRunner
 
 import eebench.cli.submit  # noqa: F401  (registers the commands)
-from eebench import results as R
 from eebench.cli import app
+from eebench.run import artifacts as R
 from eebench.submit.schema import json_schema
 from tests import tiny
 

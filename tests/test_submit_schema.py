@@ -20,7 +20,8 @@ import numpy as np
 import pytest
 from safetensors.numpy import save_file
 
-from eebench import results as R
+from eebench.io import atomic_write_text, write_json
+from eebench.run import artifacts as R
 from eebench.submit.build import build_submission, write_submission
 from eebench.submit.schema import (
     SUBMISSION_SCHEMA_VERSION,
@@ -77,13 +78,13 @@ def write_run(root: Path, method: str, seed: int, exit_layers: list[list[int]],
             layer_saving=1 - layers[p].mean() / LAYERS, params_total=params,
             params_mean_used=float(params) * 0.9, timings=[timing],
         ))
-    R.write_json(run_dir / R.CONFIG_FILE, cfg)
-    R.write_json(run_dir / R.ENV_FILE, ENV)
+    write_json(run_dir / R.CONFIG_FILE, cfg)
+    write_json(run_dir / R.ENV_FILE, ENV)
     R.write_points(run_dir / R.POINTS_FILE, points)
     save_file({"exit_layer": layers, "prediction": preds, "labels": LABELS, "lengths": LENGTHS},
               str(run_dir / R.PREDICTIONS_FILE))
-    R.atomic_write_text(run_dir / R.IDS_FILE, "".join(f"{i}\n" for i in range(len(LABELS))))
-    R.write_json(run_dir / R.SUMMARY_FILE, R.RunSummary(
+    atomic_write_text(run_dir / R.IDS_FILE, "".join(f"{i}\n" for i in range(len(LABELS))))
+    write_json(run_dir / R.SUMMARY_FILE, R.RunSummary(
         model=model, method=method, task=task, split="dev", seed=seed,
         config_hash=cfg.key(), n_samples=len(LABELS), num_points=len(points)))
     return run_dir

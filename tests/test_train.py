@@ -14,13 +14,15 @@ import torch
 from safetensors.torch import load_file
 from typer.testing import CliRunner
 
-from eebench import checkpoint as ckpt
 from eebench.cli import app
 from eebench.errors import EebenchError, UsageError
 from eebench.methods.base import get_method
 from eebench.tasks.loaders import load_split
 from eebench.tasks.spec import get_task
-from eebench.train import TrainConfig, load_trained, train
+from eebench.train import checkpoint as ckpt
+from eebench.train.checkpoint import load_trained
+from eebench.train.config import TrainConfig
+from eebench.train.loop import train
 
 SMALL = dict(epochs=2, batch_size=8, max_train_samples=16, max_seq_length=32, save_every=3,
              eval_batch_size=16)  # 2 steps per epoch, 4 per stage; a save at step 3
@@ -162,7 +164,7 @@ def test_deebert_stage_two_freezes_the_backbone_and_resumes_identically(deebert_
 
 
 def test_checkpoint_round_trip_gives_identical_logits(tiny_model, tmp_path, rte):
-    from eebench.batching import collate, encode
+    from eebench.data.batching import collate, encode
     from eebench.models.multi_exit import build_model, load_tokenizer
 
     spec, tr, _ = rte
@@ -298,13 +300,13 @@ def test_regression_heads_start_at_the_label_mean(tiny_model, data_dir, tmp_path
 
 
 def test_classification_checkpoints_do_not_hash_the_regression_bias(rte):
-    from eebench.train import run_config
+    from eebench.train.config import run_config
 
     spec, tr, _ = rte
     cfg = TrainConfig(max_train_samples=16)
     config = run_config(get_method("pabee"), spec, "minilm-l6", tr.take(16, 42), cfg, "mean")
     assert "regression_bias_init" not in config["train"]
-    from eebench.runner import make_run_config
+    from eebench.run.execute import make_run_config
 
     def run_train(task: str) -> dict:
         return make_run_config("pabee", task, "minilm-l6", "dev", 1, {}, [1.0], {}, 64, None,
@@ -318,7 +320,7 @@ def test_classification_checkpoints_do_not_hash_the_regression_bias(rte):
 
 def test_a_registered_backbone_brings_its_learning_rate(tiny_model):
     from eebench.models.backbones import recommended_lr
-    from eebench.runner import make_run_config
+    from eebench.run.execute import make_run_config
 
     def run_train(model: str, train: dict) -> dict:
         return make_run_config("pabee", "rte", model, "dev", 1, {}, [1.0], train, 64, None,

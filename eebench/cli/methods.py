@@ -45,7 +45,7 @@ def backbones(as_json: bool = JsonOption) -> None:
         except EebenchError:  # e.g. a bundled model whose package is not installed
             return None
 
-    from eebench.train_config import TrainConfig
+    from eebench.train.config import TrainConfig
 
     rows = [{"name": name, "description": b.description, "pooling": pooling(name),
              "lr": b.lr or TrainConfig.lr} for name, b in BACKBONES.items()]

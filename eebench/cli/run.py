@@ -94,7 +94,7 @@ def run_command(
     finished run.
     """
     from eebench.cli.train import parse_settings
-    from eebench.config import load_config
+    from eebench.run.config import load_config
 
     cfg = load_config(config)
     methods = method or cfg.methods
@@ -128,7 +128,7 @@ def _run_jobs(jobs, cfg, model, pooling, split, settings, sweep, train, max_seq_
               grid: bool = False) -> None:
     from eebench.cli.common import progress
     from eebench.methods.base import get_method
-    from eebench.runner import RunOptions, execute, make_run_config
+    from eebench.run.execute import RunOptions, execute, make_run_config
     from eebench.tasks.spec import get_task
 
     if grid:  # a config's grid skips the pairs a method cannot run (entropy on regression)
@@ -175,7 +175,7 @@ def _run_jobs(jobs, cfg, model, pooling, split, settings, sweep, train, max_seq_
 def _report(run_dir: Path, json_out: bool) -> dict:
     from rich.table import Table
 
-    from eebench import results as R
+    from eebench.run import artifacts as R
 
     points = R.read_points(run_dir / R.POINTS_FILE)
     summary = R.RunSummary.model_validate_json((run_dir / R.SUMMARY_FILE).read_text())

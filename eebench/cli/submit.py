@@ -148,7 +148,7 @@ def leaderboard_schema(
         "--check", help="Fail if --out differs from the schema instead of writing it.")] = False,
 ) -> None:
     """The submission format as JSON Schema, generated from the pydantic models."""
-    from eebench.results import atomic_write_text
+    from eebench.io import atomic_write_text
     from eebench.submit.schema import json_schema_text
 
     text = json_schema_text()

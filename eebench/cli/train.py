@@ -16,7 +16,7 @@ import typer
 from eebench.cli import app
 from eebench.cli.common import DataDirOption, JsonOption, err_console, print_json, resolve_data_dir
 from eebench.errors import UsageError
-from eebench.train import STAGE_FIELDS, TrainConfig
+from eebench.train.config import STAGE_FIELDS, TrainConfig
 
 D = TrainConfig()  # the defaults shown in --help
 
@@ -139,9 +139,9 @@ def train_command(
 
 def _run(method, spec, model: str, pooling: str, data_dir: Path | None, cfg: TrainConfig,
          out: Path, overwrite: bool, json_out: bool) -> None:
-    from eebench.checkpoint import read_state
     from eebench.tasks.loaders import load_split
-    from eebench.train import train
+    from eebench.train.checkpoint import read_state
+    from eebench.train.loop import train
 
     train_examples = load_split(spec, "train", data_dir)
     dev_examples = load_split(spec, "dev", data_dir)

@@ -1,13 +1,7 @@
 """What an early-exit method is: exit heads, a loss over exits, training stages and an exit rule.
 
 The evaluator and the trainer never branch on a method's name: they only call this interface.
-
-Exit rules are *stepwise and batched*: `rule.start(n)` makes a state of tensors whose first dim is
-the batch; `rule.step(state, layer, logits)` is called after each exit head with that exit's logits
-for the samples still running and returns which of them exit now. The one-pass simulation calls it
-over stored logits of every sample; real dynamic inference calls it on live logits and drops the
-exited rows (`select_state`). The same code decides in both, so they agree by construction up to
-float noise, and `margin` says how close each decision was to flipping.
+A method's exit rule follows the stepwise, batched contract of eebench.rules.base.
 """
 
 from __future__ import annotations
@@ -22,33 +16,7 @@ if TYPE_CHECKING:  # torch stays out of `eebench --help`
     import torch
     from torch import nn
 
-State = dict[str, "torch.Tensor"]
-
-
-@dataclass(frozen=True)
-class StepResult:
-    state: State
-    exit: torch.Tensor  # bool [n]: these samples exit at this layer
-    margin: torch.Tensor  # float [n]: distance of the exit quantity from the decision boundary
-
-
-class ExitRule:
-    """A stepwise exit decision. Subclasses implement `start` and `step`.
-
-    The caller exits every sample still running at the last exit, whatever `step` says there:
-    a rule never needs to know how many exits the model has.
-    """
-
-    def start(self, n: int, device: Any = None) -> State:
-        raise NotImplementedError
-
-    def step(self, state: State, exit_index: int, logits: torch.Tensor) -> StepResult:
-        raise NotImplementedError
-
-
-def select_state(state: State, keep: torch.Tensor) -> State:
-    """Keep the rows `keep` (bool mask or index tensor) of every state tensor (batch shrinking)."""
-    return {k: v[keep] for k, v in state.items()}
+    from eebench.rules.base import ExitRule
 
 
 @dataclass(frozen=True)

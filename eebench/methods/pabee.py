@@ -25,17 +25,9 @@ import torch
 from torch import nn
 
 from eebench.errors import UsageError
-from eebench.methods.base import (
-    EarlyExitMethod,
-    ExitHeads,
-    ExitRule,
-    Stage,
-    State,
-    StepResult,
-    exit_loss,
-    register_method,
-)
+from eebench.methods.base import EarlyExitMethod, ExitHeads, Stage, exit_loss, register_method
 from eebench.models.multi_exit import ExitHead
+from eebench.rules.base import ExitRule, State, StepResult
 
 
 class PatienceRule(ExitRule):

@@ -20,29 +20,9 @@ import torch
 from torch import nn
 
 from eebench.errors import UsageError
-from eebench.methods.base import (
-    EarlyExitMethod,
-    ExitHeads,
-    ExitRule,
-    Stage,
-    State,
-    StepResult,
-    exit_loss,
-    register_method,
-)
+from eebench.methods.base import EarlyExitMethod, ExitHeads, Stage, exit_loss, register_method
 from eebench.models.multi_exit import ExitHead
-
-
-class ExitAtOnce(ExitRule):
-    """Every sample exits at the first (and only) exit."""
-
-    def start(self, n: int, device: Any = None) -> State:
-        return {}
-
-    def step(self, state: State, exit_index: int, logits: torch.Tensor) -> StepResult:
-        n = logits.shape[0]
-        inf = torch.full((n,), float("inf"), device=logits.device)
-        return StepResult(state, torch.ones(n, dtype=torch.bool, device=logits.device), inf)
+from eebench.rules.base import ExitRule, FixedRule
 
 
 @register_method("static")
@@ -84,4 +64,4 @@ class Static(EarlyExitMethod):
         return [float(k) for k in range(1, num_layers + 1)]
 
     def exit_rule(self, value: float, is_regression: bool) -> ExitRule:
-        return ExitAtOnce()
+        return FixedRule(exit=True)

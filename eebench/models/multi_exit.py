@@ -27,7 +27,7 @@ from typing import TYPE_CHECKING, Any
 import torch
 from torch import nn
 
-from eebench.errors import DataError, UsageError
+from eebench.errors import UsageError
 from eebench.models.backbones import (
     POOLINGS,
     check_pooling,
@@ -206,36 +206,8 @@ class MultiExitModel(nn.Module):
             "attn_implementation": self.attn_implementation,
         }
 
-    @classmethod
-    def from_model_config(cls, cfg: dict[str, Any]) -> MultiExitModel:
-        """The same structure with random weights (the caller then loads the safetensors)."""
-        from transformers import AutoConfig, AutoModel
 
-        from eebench.methods.base import get_method
-
-        try:
-            backbone = dict(cfg["backbone_config"])
-            config = AutoConfig.for_model(backbone.pop("model_type"), **backbone)
-            config.num_hidden_layers = int(cfg["num_layers"])
-            attn = cfg.get("attn_implementation", "eager")
-            method = get_method(cfg["method"], **cfg.get("method_settings", {}))
-            num_labels, exit_layers = int(cfg["num_labels"]), tuple(cfg["exit_layers"])
-            pooling = str(cfg.get("pooling", "cls"))  # version 1 configs pooled [CLS]
-        except (KeyError, TypeError, ValueError) as e:
-            raise DataError(f"model config is incomplete or malformed: {e!r}") from None
-        _check_attn(attn)
-        if pooling not in POOLINGS:
-            raise DataError(f"model config has an unknown pooling {pooling!r}")
-        hf = AutoModel.from_config(config, attn_implementation=attn)
-        model = assemble(hf, method, num_labels, config.num_hidden_layers, pooling)
-        if model.exit_layers != exit_layers:
-            raise DataError(f"model config exit layers {list(exit_layers)} do not match what "
-                            f"method {method.name!r} builds: {list(model.exit_layers)}")
-        model.source = cfg.get("source")
-        return model
-
-
-def _check_attn(attn: str) -> None:
+def check_attn(attn: str) -> None:
     if attn not in ATTN_IMPLEMENTATIONS:
         raise UsageError(f"unknown attention implementation {attn!r}",
                          hint=f"choose from: {', '.join(ATTN_IMPLEMENTATIONS)}")
@@ -269,7 +241,7 @@ def build_model(backbone: str, method: EarlyExitMethod, num_labels: int,
                 pooling: str | None = None) -> MultiExitModel:
     """Pretrained backbone weights (first `num_layers` layers) plus the method's exit heads,
     pooling with `pooling` (None: the way the backbone was pretrained to pool)."""
-    _check_attn(attn_implementation)
+    check_attn(attn_implementation)
     pooling = resolve_pooling(backbone, pooling)
     model = assemble(load_hf_model(backbone, attn_implementation), method, num_labels, num_layers,
                      pooling)

@@ -16,7 +16,7 @@ from dataclasses import dataclass
 import numpy as np
 
 from eebench.errors import DataError
-from eebench.results import PREDICTIONS_FILE
+from eebench.run.artifacts import PREDICTIONS_FILE
 from eebench.score import Point, Run
 from eebench.tasks.metrics import compute_metrics
 from eebench.tasks.spec import TaskSpec

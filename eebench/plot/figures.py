@@ -31,7 +31,7 @@ from eebench.plot.style import (
     new_figure,
     task_title,
 )
-from eebench.results import OperatingPoint
+from eebench.run.artifacts import OperatingPoint
 from eebench.score import ReferenceCurves, TaskReport
 
 ANNOTATE_CELLS = 160  # write the count into each heatmap cell up to this many cells

@@ -26,10 +26,10 @@ import numpy as np
 from matplotlib.figure import Figure
 
 from eebench.errors import DataError, EebenchError, UsageError
+from eebench.io import atomic_write_text
 from eebench.plot.data import ExitCurve, exit_curve, speedup_points
 from eebench.plot.figures import exits_figure, histogram_figure, pareto_figure, speedup_figure
 from eebench.plot.style import method_styles, metric_short, slug, task_title
-from eebench.results import atomic_write_text
 from eebench.score import (
     ReferenceCurves,
     Run,

@@ -14,7 +14,7 @@ from dataclasses import dataclass, field
 import numpy as np
 
 from eebench.errors import DataError, EebenchError
-from eebench.results import OperatingPoint
+from eebench.run.artifacts import OperatingPoint
 from eebench.score.collect import (
     RawPoint,
     Run,

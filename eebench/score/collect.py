@@ -1,8 +1,9 @@
 """Reading run directories: find them, load their points, refuse what cannot be scored together.
 
-A run directory (see eebench.results) is any directory holding `points.jsonl`. Inputs may be run
-directories, parents searched recursively, or glob patterns. Every check here fails with one line
-that names the file, because a score silently computed over mismatched runs is worse than none.
+A run directory (see eebench.run.artifacts) is any directory holding `points.jsonl`. Inputs may
+be run directories, parents searched recursively, or glob patterns. Every check here fails with one
+line that names the file, because a score silently computed over mismatched runs is worse than
+none.
 """
 
 from __future__ import annotations
@@ -16,7 +17,7 @@ from pathlib import Path
 import numpy as np
 
 from eebench.errors import DataError
-from eebench.results import (
+from eebench.run.artifacts import (
     CONFIG_FILE,
     POINTS_FILE,
     PREDICTIONS_FILE,

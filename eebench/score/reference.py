@@ -19,7 +19,7 @@ from pathlib import Path
 from pydantic import BaseModel, ConfigDict, Field, field_validator, model_validator
 
 from eebench.errors import DataError
-from eebench.results import atomic_write_text
+from eebench.io import atomic_write_text
 from eebench.score.collect import Run, check_consistent, raw_points
 from eebench.score.stats import aggregate_seeds
 

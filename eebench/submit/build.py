@@ -19,20 +19,12 @@ from datetime import datetime, timezone
 from pathlib import Path
 
 from eebench.errors import DataError
-from eebench.results import ENV_FILE, PREDICTIONS_FILE
+from eebench.io import read_json, sha256_file
+from eebench.run.artifacts import ENV_FILE, PREDICTIONS_FILE
 from eebench.submit import schema as S
 
 FLOPS_COUNTER = ("eebench per-module cost table: fvcore, cross-checked with torch "
                  "FlopCounterMode, summed along each sample's executed path at its token length")
-HASH_CHUNK = 1 << 20
-
-
-def sha256_file(path: Path) -> str:
-    h = hashlib.sha256()
-    with open(path, "rb") as f:
-        while chunk := f.read(HASH_CHUNK):
-            h.update(chunk)
-    return h.hexdigest()
 
 
 def model_dir_sha256(directory: Path) -> str | None:
@@ -96,13 +88,9 @@ def _data_files(task: str, split: str, data_dir: Path | None) -> list[S.DataFile
 
 
 def _environment(run_dir: Path) -> S.Environment:
-    path = run_dir / ENV_FILE
-    try:
-        env = json.loads(path.read_text(encoding="utf-8"))
-    except OSError:
-        raise DataError(f"{path}: missing (every run directory holds its environment)") from None
-    except json.JSONDecodeError as e:
-        raise DataError(f"{path}: not JSON ({e.msg})") from None
+    env = read_json(run_dir / ENV_FILE)
+    if not isinstance(env, dict):
+        raise DataError(f"{run_dir / ENV_FILE}: not a JSON object")
     gpu = env.get("gpu") or None
     git = env.get("git") or {}
     return S.Environment(
@@ -222,7 +210,7 @@ def _build(inputs: Sequence[str | Path], data_dir: Path | None, reference: Path 
 
 
 def write_submission(sub: S.Submission, out: Path) -> None:
-    from eebench.results import atomic_write_text
+    from eebench.io import atomic_write_text
 
     atomic_write_text(Path(out), sub.model_dump_json(indent=2) + "\n")
     Path(out).chmod(0o644)  # a file to share: readable by others, like any file a user writes

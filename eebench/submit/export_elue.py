@@ -20,15 +20,14 @@ Everything comes from the run directory: ids.txt, predictions.safetensors (`exit
 
 from __future__ import annotations
 
-import json
 from dataclasses import dataclass
 from pathlib import Path
 
 import numpy as np
 
-from eebench import results as R
 from eebench.errors import DataError, UsageError
-from eebench.results import atomic_write_text
+from eebench.io import atomic_write_text, read_json
+from eebench.run import artifacts as R
 
 HEADER = ("index", "pred", "modules")
 
@@ -83,20 +82,11 @@ def file_name(task: str, split: str, sweep_param: str, value: float) -> str:
     return f"{where}_{sweep_param}-{value:g}.tsv"
 
 
-def _read_json(path: Path) -> dict:
-    try:
-        return json.loads(path.read_text(encoding="utf-8"))
-    except OSError:
-        raise DataError(f"{path}: missing") from None
-    except json.JSONDecodeError as e:
-        raise DataError(f"{path}: not JSON ({e.msg})") from None
-
-
 def _structure_from_checkpoint(path: Path) -> Structure | None:
     cfg_path = path / "model_config.json"
     if not cfg_path.is_file():
         return None
-    cfg = _read_json(cfg_path)
+    cfg = read_json(cfg_path)
     try:
         return Structure(hidden=int(cfg["backbone_config"]["hidden_size"]),
                          exit_layers=tuple(int(x) for x in cfg["exit_layers"]),
@@ -121,7 +111,7 @@ def structures(run_dir: Path, cfg: R.RunConfig, points: list[R.OperatingPoint]
     the run's pooling."""
     from eebench.methods.base import get_method
 
-    summary = R.RunSummary.model_validate(_read_json(run_dir / R.SUMMARY_FILE))
+    summary = R.RunSummary.model_validate(read_json(run_dir / R.SUMMARY_FILE))
     found = [s for c in summary.checkpoints if (s := _structure_from_checkpoint(Path(c)))]
     static = get_method(cfg.method, **cfg.method_settings).static
     out = []
@@ -155,7 +145,7 @@ def export_elue(run_dir: Path, out_dir: Path) -> Export:
     run_dir, out_dir = Path(run_dir), Path(out_dir)
     if not (run_dir / R.CONFIG_FILE).is_file():
         raise DataError(f"{run_dir}: not a run directory (no {R.CONFIG_FILE})")
-    cfg = R.RunConfig.model_validate(_read_json(run_dir / R.CONFIG_FILE))
+    cfg = R.RunConfig.model_validate(read_json(run_dir / R.CONFIG_FILE))
     if not cfg.split.startswith("test"):
         raise UsageError(f"{run_dir}: a {cfg.split}-split run; ELUE takes test-set predictions",
                          hint=f"eebench run --split test ... (task {cfg.task})")

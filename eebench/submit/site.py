@@ -24,7 +24,7 @@ from importlib import resources
 from pathlib import Path
 
 from eebench.errors import DataError
-from eebench.results import atomic_write_text
+from eebench.io import atomic_write_text
 from eebench.submit.schema import Submission
 from eebench.submit.validate import Verdict, validate_file
 

@@ -18,14 +18,12 @@ Metrics are in percent (ELUE's unit), FLOPs are per sample with the convention r
 
 from __future__ import annotations
 
-import hashlib
-import json
-import os
-import tempfile
 from pathlib import Path
 from typing import Any
 
 from pydantic import BaseModel, ConfigDict, Field
+
+from eebench.io import atomic_write_text, config_hash
 
 SCHEMA_VERSION = 1
 
@@ -100,8 +98,7 @@ class RunConfig(_Data):
 
     def key(self) -> str:
         """Hash of everything that determines the results: names the run directory."""
-        blob = json.dumps(self.model_dump(mode="json"), sort_keys=True).encode()
-        return hashlib.sha256(blob).hexdigest()[:12]
+        return config_hash(self.model_dump(mode="json"))
 
 
 class RunSummary(_Data):
@@ -118,29 +115,6 @@ class RunSummary(_Data):
     best_main: float | None = None
     checkpoints: list[str] = Field(default_factory=list)
     finished: bool = True
-
-
-_UMASK = os.umask(0o022)
-os.umask(_UMASK)
-
-
-def atomic_write_text(path: Path, text: str) -> None:
-    """Write via a temporary file in the same directory and rename: never a half-written file."""
-    path.parent.mkdir(parents=True, exist_ok=True)
-    fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=f".{path.name}.", suffix=".tmp")
-    try:
-        with os.fdopen(fd, "w", encoding="utf-8") as f:
-            f.write(text)
-        os.chmod(tmp, 0o666 & ~_UMASK)  # mkstemp makes 0600 files; results are for sharing
-        os.replace(tmp, path)
-    except BaseException:
-        Path(tmp).unlink(missing_ok=True)
-        raise
-
-
-def write_json(path: Path, obj: BaseModel | dict) -> None:
-    data = obj.model_dump(mode="json") if isinstance(obj, BaseModel) else obj
-    atomic_write_text(path, json.dumps(data, indent=2) + "\n")
 
 
 def write_points(path: Path, points: list[OperatingPoint]) -> None:

@@ -36,7 +36,8 @@ from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from eebench.errors import EebenchError
+from eebench.errors import DataError, EebenchError
+from eebench.io import read_json, write_json
 
 if TYPE_CHECKING:
     import torch
@@ -78,12 +79,12 @@ def _one_line(e: BaseException) -> str:
     return " ".join(str(e).split())[:300] or type(e).__name__
 
 
+HINT = "delete the checkpoint directory or rerun with --overwrite"
+
+
 def corrupt(path: Path, e: BaseException | str) -> EebenchError:
     why = e if isinstance(e, str) else _one_line(e)
-    return EebenchError(
-        f"checkpoint file {path} is unreadable or corrupt: {why}",
-        hint="delete the checkpoint directory or rerun with --overwrite",
-    )
+    return EebenchError(f"checkpoint file {path} is unreadable or corrupt: {why}", hint=HINT)
 
 
 # ----------------------------------------------------------------------------- atomic directory
@@ -125,10 +126,6 @@ def _swap_in(tmp: Path, path: Path) -> None:
     shutil.rmtree(old, ignore_errors=True)
 
 
-def _write_json(path: Path, data: Any) -> None:
-    path.write_text(json.dumps(data, indent=2) + "\n", encoding="utf-8")
-
-
 # ----------------------------------------------------------------------------- save
 def save_checkpoint(path: Path, model: Any, tokenizer: Any, state: TrainState,
                     optimizer: torch.optim.Optimizer | None = None,
@@ -143,17 +140,17 @@ def save_checkpoint(path: Path, model: Any, tokenizer: Any, state: TrainState,
     tmp.mkdir(parents=True)
     try:
         save_model(model, str(tmp / MODEL_FILE), metadata={"format": "pt"})
-        _write_json(tmp / MODEL_CONFIG_FILE, model.model_config())
+        write_json(tmp / MODEL_CONFIG_FILE, model.model_config())
         if tokenizer is not None:
             tokenizer.save_pretrained(str(tmp))
         if optimizer is not None:
             tensors, meta = optimizer_to_tensors(optimizer)
             save_file(tensors, str(tmp / OPTIMIZER_FILE), metadata=meta)
         if scheduler is not None:
-            _write_json(tmp / SCHEDULER_FILE, scheduler)
+            write_json(tmp / SCHEDULER_FILE, scheduler)
         if rng is not None:
             save_file({k: v.contiguous() for k, v in rng.items()}, str(tmp / RNG_FILE))
-        _write_json(tmp / STATE_FILE, state.to_dict())  # written last: marks the dir complete
+        write_json(tmp / STATE_FILE, state.to_dict())  # written last: marks the dir complete
         _swap_in(tmp, path)
     except BaseException:
         shutil.rmtree(tmp, ignore_errors=True)
@@ -190,17 +187,8 @@ def read_state(path: Path) -> TrainState | None:
         raise corrupt(file, e) from None
 
 
-def read_json(file: Path) -> Any:
-    try:
-        return json.loads(file.read_text(encoding="utf-8"))
-    except FileNotFoundError:
-        raise corrupt(file, "file is missing") from None
-    except (OSError, ValueError) as e:
-        raise corrupt(file, e) from None
-
-
 def read_model_config(path: Path) -> dict[str, Any]:
-    cfg = read_json(path / MODEL_CONFIG_FILE)
+    cfg = read_json(path / MODEL_CONFIG_FILE, hint=HINT)
     if not isinstance(cfg, dict):
         raise corrupt(path / MODEL_CONFIG_FILE, "not a JSON object")
     return cfg
@@ -263,13 +251,11 @@ def load_rng(path: Path) -> dict[str, torch.Tensor]:
 
 
 def read_scheduler(path: Path) -> dict[str, Any]:
-    return read_json(path / SCHEDULER_FILE)
+    return read_json(path / SCHEDULER_FILE, hint=HINT)
 
 
 def load_trained(path: Path, allow_unfinished: bool = False) -> tuple[Any, Any, dict[str, Any]]:
     """(model in eval mode, tokenizer, meta) from a checkpoint directory. Never unpickles."""
-    from eebench.models.multi_exit import MultiExitModel
-
     path = Path(path)
     recover(path)
     state = read_state(path)
@@ -280,7 +266,7 @@ def load_trained(path: Path, allow_unfinished: bool = False) -> tuple[Any, Any, 
                            hint="rerun the same `eebench train` command to resume it")
     model_config = read_model_config(path)
     try:
-        model = MultiExitModel.from_model_config(model_config)
+        model = rebuild_model(model_config)
     except EebenchError:
         raise
     except Exception as e:  # a model_config.json that does not describe a model
@@ -296,17 +282,42 @@ def load_trained(path: Path, allow_unfinished: bool = False) -> tuple[Any, Any, 
     return model, tokenizer, {**state.to_dict(), "model_config": model_config, "path": str(path)}
 
 
+def rebuild_model(cfg: dict[str, Any]) -> Any:
+    """The structure `model_config.json` describes (MultiExitModel.model_config()), with random
+    weights: the caller then loads the safetensors."""
+    from transformers import AutoConfig, AutoModel
+
+    from eebench.methods.base import get_method
+    from eebench.models.multi_exit import POOLINGS, assemble, check_attn
+
+    try:
+        backbone = dict(cfg["backbone_config"])
+        config = AutoConfig.for_model(backbone.pop("model_type"), **backbone)
+        config.num_hidden_layers = int(cfg["num_layers"])
+        attn = cfg.get("attn_implementation", "eager")
+        method = get_method(cfg["method"], **cfg.get("method_settings", {}))
+        num_labels, exit_layers = int(cfg["num_labels"]), tuple(cfg["exit_layers"])
+        pooling = str(cfg.get("pooling", "cls"))  # version 1 configs pooled [CLS]
+    except (KeyError, TypeError, ValueError) as e:
+        raise DataError(f"model config is incomplete or malformed: {e!r}") from None
+    check_attn(attn)
+    if pooling not in POOLINGS:
+        raise DataError(f"model config has an unknown pooling {pooling!r}")
+    hf = AutoModel.from_config(config, attn_implementation=attn)
+    model = assemble(hf, method, num_labels, config.num_hidden_layers, pooling)
+    if model.exit_layers != exit_layers:
+        raise DataError(f"model config exit layers {list(exit_layers)} do not match what "
+                        f"method {method.name!r} builds: {list(model.exit_layers)}")
+    model.source = cfg.get("source")
+    return model
+
+
 def model_slug(backbone: str) -> str:
     """A directory name for a backbone: a registry name as is, a local path by its folder name."""
     p = Path(backbone)
     if p.is_dir():
         return p.resolve().name
     return backbone.strip("/").replace("/", "--") or "model"
-
-
-def config_hash(config: dict[str, Any]) -> str:
-    blob = json.dumps(config, sort_keys=True, default=str).encode()
-    return hashlib.sha256(blob).hexdigest()[:12]
 
 
 def data_fingerprint(examples: Any) -> str:

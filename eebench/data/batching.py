@@ -177,18 +177,10 @@ def eval_batches(data: Encoded, batch_size: int, sort_by_length: bool = False,
     """Evaluation batches in a fixed order; batch["index"] gives each row's original position.
 
     With `sort_by_length`, samples are grouped by length (longest first, stable) to waste less
-    padding; `restore_order` puts per-sample outputs back in the original order.
+    padding; the batches' `index` puts per-sample outputs back in the original order.
     """
     order = list(range(len(data)))
     if sort_by_length:
         order.sort(key=lambda i: -data.lengths[i])
     for start in range(0, len(order), batch_size):
         yield collate(data, order[start:start + batch_size], device)
-
-
-def restore_order(index: torch.Tensor, values: torch.Tensor, dim: int = 0) -> torch.Tensor:
-    """`values` whose dimension `dim` follows `index` (the concatenated batch indices), put back
-    in the original row order."""
-    out = values.new_empty(values.shape)
-    out.index_copy_(dim, index.to(values.device), values)
-    return out

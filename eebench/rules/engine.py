@@ -1,9 +1,8 @@
-"""Evaluation: one batched full pass, then exit decisions for any sweep without re-running the
-model.
+"""The exit engine: exit decisions for any sweep without re-running the model, and the real thing.
 
-Exit rules only need the logits of exits 1..k, so `collect_exit_logits` runs the whole model once
-per sample and keeps every exit's logits; `simulate` then replays a method's stepwise exit rule
-over the stored logits for each sweep value. `dynamic_inference` is the real thing (batch
+Exit rules only need the logits of exits 1..k, so the model runs once per sample and keeps every
+exit's logits (eebench.models.outputs); `simulate` then replays a stepwise exit rule over the
+stored logits for each sweep value. `dynamic_inference` is the real thing (batch
 shrinking, or batch size 1): it stops computing for samples that exit. Both call the same
 `ExitRule.step`, so their decisions agree up to float noise; `compare` counts disagreements and
 how many sit within float tolerance of the decision boundary.
@@ -17,19 +16,10 @@ from dataclasses import dataclass
 import numpy as np
 import torch
 
-from eebench.methods.base import ExitRule, StepResult, select_state
+from eebench.rules.base import ExitRule, select_state
 
 # A disagreement between simulation and real inference is excused only this close to the boundary.
 MARGIN_TOLERANCE = 1e-4
-
-
-@dataclass
-class ExitOutputs:
-    """Every exit's logits for every sample of a split, from one full pass."""
-
-    logits: torch.Tensor  # [E, N, C] float32, CPU
-    lengths: np.ndarray  # [N] real token lengths (no padding)
-    labels: np.ndarray | None  # [N] label ids / scores, None for unlabelled splits
 
 
 @dataclass
@@ -41,43 +31,8 @@ class Decisions:
     margin: np.ndarray  # [N] smallest margin over the steps up to the exit
 
 
-class NeverExit(ExitRule):
-    """No early exit: the full model, the baseline that speed-ups are measured against."""
-
-    def start(self, n: int, device=None) -> dict:
-        return {}
-
-    def step(self, state, exit_index: int, logits: torch.Tensor) -> StepResult:
-        n = logits.shape[0]
-        inf = torch.full((n,), float("inf"), device=logits.device)
-        return StepResult(state, torch.zeros(n, dtype=torch.bool, device=logits.device), inf)
-
-
 def predictions_from_logits(logits: torch.Tensor, is_regression: bool) -> torch.Tensor:
     return logits[..., 0] if is_regression else logits.argmax(-1)
-
-
-@torch.inference_mode()
-def collect_exit_logits(model, batches: Iterable[dict], progress=None) -> ExitOutputs:
-    """Run every layer and every exit head once per sample. `batches` yield dicts with input_ids,
-    attention_mask, (token_type_ids), `index` (positions in the split) and optionally `labels`."""
-    model.eval()
-    device = next(model.parameters()).device
-    chunks, idx, lengths, labels = [], [], [], []
-    for batch in batches:
-        inputs = {k: batch[k].to(device) for k in ("input_ids", "attention_mask", "token_type_ids")
-                  if k in batch}
-        chunks.append(model(**inputs).float().cpu())  # [E, B, C]
-        idx.append(torch.as_tensor(batch["index"]))
-        lengths.append(batch["attention_mask"].sum(-1).cpu())
-        if batch.get("labels") is not None:
-            labels.append(torch.as_tensor(batch["labels"]))
-        if progress is not None:
-            progress(len(batch["index"]))
-    order = torch.cat(idx).argsort()
-    logits = torch.cat(chunks, dim=1)[:, order]
-    lab = torch.cat(labels)[order].numpy() if labels else None
-    return ExitOutputs(logits, torch.cat(lengths)[order].numpy(), lab)
 
 
 def simulate(rule: ExitRule, logits: torch.Tensor, is_regression: bool) -> Decisions:

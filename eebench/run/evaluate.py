@@ -1,6 +1,6 @@
 """Evaluate one trained model for a run: its sweep points, their FLOPs, the check against real
-dynamic inference and the wall-time measurements. eebench.runner calls it once per model (once, or
-once per k for static).
+dynamic inference and the wall-time measurements. eebench.run.execute calls it once per variant
+(the one model of a joint method, or one per k for static).
 """
 
 from __future__ import annotations
@@ -10,28 +10,22 @@ from typing import Any
 
 import numpy as np
 
-from eebench import results as R
-from eebench.evaluate import (
-    Decisions,
-    ExitOutputs,
-    NeverExit,
-    collect_exit_logits,
-    compare,
-    dynamic_batch,
-    simulate,
-)
-from eebench.methods.base import EarlyExitMethod, ExitRule
+from eebench.methods.base import EarlyExitMethod
+from eebench.models.outputs import ExitOutputs, collect_exit_logits
+from eebench.rules.base import ExitRule, FixedRule
+from eebench.rules.engine import Decisions, compare, dynamic_batch, simulate
+from eebench.run import artifacts as R
 from eebench.tasks.spec import TaskSpec
 
 
 def evaluate_variant(cfg: R.RunConfig, method: EarlyExitMethod, spec: TaskSpec, ckpt_dir: Path,
                      eval_ex, values: list[float], full_layers: int, opts
                      ) -> tuple[list[R.OperatingPoint], dict[str, np.ndarray], np.ndarray]:
-    from eebench.batching import encode, eval_batches
+    from eebench.data.batching import encode, eval_batches
     from eebench.measure.flops import build_cost_table
     from eebench.measure.params import params_per_exit
     from eebench.tasks.metrics import compute_metrics
-    from eebench.train import load_trained
+    from eebench.train.checkpoint import load_trained
 
     model, tokenizer, _ = load_trained(ckpt_dir)
     enc = encode(eval_ex, tokenizer, cfg.max_seq_length, spec.is_regression)
@@ -44,7 +38,8 @@ def evaluate_variant(cfg: R.RunConfig, method: EarlyExitMethod, spec: TaskSpec, 
     timing = {**cfg.timing}
     subset = _timing_subset(len(enc), int(timing.get("samples", 200)), seed=0)
     timed = timing.get("enabled", True)
-    baseline = _real_inference(model, NeverExit(), enc, subset, timing, spec, full=True)[0] \
+    no_exit = FixedRule(exit=False)
+    baseline = _real_inference(model, no_exit, enc, subset, timing, spec, full=True)[0] \
         if timed else []
 
     sweep_task = _progress_task(opts, f"{cfg.method} {cfg.task}: sweep, check, time", len(values))
@@ -96,7 +91,7 @@ def _timing_subset(n: int, k: int, seed: int) -> np.ndarray:
 
 
 def _batches(enc, subset: np.ndarray, bs: int) -> list[dict]:
-    from eebench.batching import collate
+    from eebench.data.batching import collate
 
     return [collate(enc, subset[i:i + bs].tolist()) for i in range(0, len(subset), bs)]
 

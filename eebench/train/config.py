@@ -1,6 +1,6 @@
 """Training settings (TrainConfig) and the configuration whose hash names a checkpoint.
 
-Kept apart from the training loop (eebench.train): the CLI and config files validate these
+Kept apart from the training loop (eebench.train.loop): the CLI and config files validate these
 settings without importing torch, and every field that changes the trained weights is hashed here.
 """
 
@@ -10,8 +10,8 @@ from dataclasses import asdict, dataclass, field, replace
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, ClassVar
 
-from eebench import checkpoint as ckpt
 from eebench.errors import UsageError
+from eebench.train import checkpoint as ckpt
 
 if TYPE_CHECKING:
     from eebench.methods.base import EarlyExitMethod

@@ -10,7 +10,7 @@ A file can hold defaults for a single `eebench run` and, optionally, the grid of
     split = "dev"
     max_seq_length = 128
 
-    [train]                 # any eebench.train.TrainConfig field
+    [train]                 # any eebench.train.config.TrainConfig field
     epochs = 2
     max_train_samples = 2000
 

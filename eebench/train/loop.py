@@ -7,7 +7,7 @@ weight decay on biases and LayerNorm, linear warm-up and decay per stage, gradie
 periodic dev evaluation of every exit, and checkpoints.
 
 Resuming: the checkpoint directory is named by a hash of everything that determines the result.
-The batch order is a function of (seed, stage, epoch) (eebench.batching), the learning rate a
+The batch order is a function of (seed, stage, epoch) (eebench.data.batching), the learning rate a
 function of the step, and the checkpoint holds weights, optimizer, RNG state and counters, so
 rerunning an interrupted command continues and ends with the same weights as an uninterrupted run.
 """
@@ -20,17 +20,10 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from eebench import checkpoint as ckpt
-from eebench.checkpoint import load_trained  # noqa: F401  (the evaluator loads from here)
 from eebench.errors import DataError, EebenchError, UsageError
-from eebench.train_config import (  # noqa: F401  (the settings are imported from here too)
-    BIAS_INITS,
-    PRECISIONS,
-    STAGE_FIELDS,
-    TrainConfig,
-    hashed_train,
-    run_config,
-)
+from eebench.io import config_hash
+from eebench.train import checkpoint as ckpt
+from eebench.train.config import TrainConfig, run_config
 
 if TYPE_CHECKING:
     import torch
@@ -61,21 +54,15 @@ def optimizer_groups(model: torch.nn.Module, params: list, weight_decay: float) 
 def evaluate_exits(model: torch.nn.Module, data: Any, spec: TaskSpec, batch_size: int,
                    device: Any) -> list[dict[str, float]]:
     """Every exit's dev metrics from one batched pass (no RNG is used: training is unaffected)."""
-    import torch
-
-    from eebench.batching import eval_batches, restore_order
+    from eebench.data.batching import eval_batches
+    from eebench.models.outputs import collect_exit_logits
+    from eebench.rules.engine import predictions_from_logits
     from eebench.tasks.metrics import compute_metrics
 
     was_training = model.training
-    model.eval()
-    chunks, index = [], []
-    with torch.no_grad():
-        for batch in eval_batches(data, batch_size, sort_by_length=True, device=device):
-            chunks.append(model(**_inputs(batch)).float().cpu())
-            index.append(batch["index"].cpu())
+    out = collect_exit_logits(model, eval_batches(data, batch_size, sort_by_length=True))
     model.train(was_training)
-    logits = restore_order(torch.cat(index), torch.cat(chunks, dim=1), dim=1)  # [E, N, C]
-    preds = logits[..., 0] if spec.is_regression else logits.argmax(-1)
+    preds = predictions_from_logits(out.logits, spec.is_regression)
     return [compute_metrics(spec, preds[j].numpy(), list(data.labels)) for j in range(len(preds))]
 
 
@@ -103,7 +90,7 @@ def train(method: EarlyExitMethod, task_spec: TaskSpec, backbone: str, train_exa
     if len(train_examples) == 0:
         raise DataError(f"{task_spec.name}: the training split is empty")
     config = run_config(method, task_spec, backbone, train_examples, cfg, pooling)
-    key = ckpt.config_hash(config)
+    key = config_hash(config)
     path = ckpt.checkpoint_path(out_dir, backbone, method.name, task_spec.name, key)
     if overwrite:
         ckpt.remove(path)
@@ -132,7 +119,7 @@ class _Trainer:
                  console, on_step, pooling):
         import torch
 
-        from eebench.batching import encode
+        from eebench.data.batching import encode
         from eebench.models.multi_exit import build_model, load_tokenizer
 
         self.method, self.spec, self.cfg, self.path, self.state = method, spec, cfg, path, state
@@ -238,7 +225,7 @@ class _Trainer:
         import torch
         from rich.progress import Progress
 
-        from eebench.batching import steps_per_epoch, train_batches
+        from eebench.data.batching import steps_per_epoch, train_batches
 
         model, state = self.model, self.state
         trainable = list({id(p): p for p in stage.trainable(model)}.values())

@@ -14,9 +14,10 @@ from typing import Any
 
 import numpy as np
 
-from eebench import results as R
 from eebench.errors import UsageError
+from eebench.io import atomic_write_text, write_json
 from eebench.methods.base import EarlyExitMethod, get_method
+from eebench.run import artifacts as R
 from eebench.tasks.spec import TaskSpec, get_task
 
 EVAL_SUBSET_SEED = 0  # subsets of the evaluated split do not depend on the run's seed
@@ -59,7 +60,7 @@ def make_run_config(method: str, task: str, model: str, split: str, seed: int,
         if bad:
             raise UsageError(f"static sweeps over layer counts k >= 1, got {bad[0]}")
     from eebench.measure.flops import CONVENTIONS
-    from eebench.train import TrainConfig
+    from eebench.train.config import TrainConfig
 
     train = {**train, "seed": seed, "max_seq_length": max_seq_length}
     if "lr" not in train and (lr := recommended_lr(model)) is not None:
@@ -70,7 +71,7 @@ def make_run_config(method: str, task: str, model: str, split: str, seed: int,
         TrainConfig(**train).validate()
     except TypeError as e:
         raise UsageError(f"unknown training setting: {e}",
-                         hint="see the fields of eebench.train.TrainConfig") from None
+                         hint="see the fields of eebench.train.config.TrainConfig") from None
 
     if flops_convention not in CONVENTIONS:
         raise UsageError(f"unknown FLOPs convention {flops_convention!r}",
@@ -93,7 +94,7 @@ def backbone_layers(model: str) -> int:
 
 
 def run_dir_for(cfg: R.RunConfig, out: Path) -> Path:
-    from eebench.checkpoint import model_slug
+    from eebench.train.checkpoint import model_slug
 
     return Path(out) / model_slug(cfg.model) / cfg.method / cfg.task / cfg.key()
 
@@ -145,8 +146,8 @@ def _execute(cfg: R.RunConfig, opts: RunOptions, run_dir: Path) -> None:
     from eebench.measure.env import environment
 
     spec = get_task(cfg.task)
-    R.write_json(run_dir / R.CONFIG_FILE, cfg)
-    R.write_json(run_dir / R.ENV_FILE, environment())
+    write_json(run_dir / R.CONFIG_FILE, cfg)
+    write_json(run_dir / R.ENV_FILE, environment())
 
     from eebench.tasks.loaders import load_split
 
@@ -167,7 +168,7 @@ def _execute(cfg: R.RunConfig, opts: RunOptions, run_dir: Path) -> None:
     else:
         variants = [(method, cfg.sweep)]
 
-    from eebench.evaluate_run import evaluate_variant
+    from eebench.run.evaluate import evaluate_variant
 
     points: list[R.OperatingPoint] = []
     arrays: dict[str, list[np.ndarray]] = {"exit_layer": [], "prediction": []}
@@ -188,15 +189,16 @@ def _execute(cfg: R.RunConfig, opts: RunOptions, run_dir: Path) -> None:
         extra["lengths"] = arr["lengths"]
 
     _write_predictions(run_dir, arrays, extra)
-    R.atomic_write_text(run_dir / R.IDS_FILE, "".join(f"{i}\n" for i in eval_ex.ids))
+    atomic_write_text(run_dir / R.IDS_FILE, "".join(f"{i}\n" for i in eval_ex.ids))
     R.write_points(run_dir / R.POINTS_FILE, points)
     summary = _summary(cfg, run_dir, points, len(eval_ex), checkpoints)
-    R.write_json(run_dir / R.SUMMARY_FILE, summary)
+    write_json(run_dir / R.SUMMARY_FILE, summary)
 
 
 def _train(cfg: R.RunConfig, method: EarlyExitMethod, spec: TaskSpec, train_ex, dev_ex,
            opts: RunOptions) -> Path:
-    from eebench.train import TrainConfig, train
+    from eebench.train.config import TrainConfig
+    from eebench.train.loop import train
 
     tc = TrainConfig(**cfg.train)
     return train(method, spec, cfg.model, train_ex, dev_ex, tc, opts.checkpoints, opts.console,

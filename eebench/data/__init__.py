@@ -1,0 +1,1 @@
+"""Tokenising a split once, and batching it (training order, evaluation order)."""

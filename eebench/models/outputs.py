@@ -1,0 +1,48 @@
+"""Every exit's logits for every sample of a split, from one batched pass over the model.
+
+The trainer's dev evaluation and a run's one-pass sweep both start here: exit rules only need the
+logits of exits 1..k, so the whole model runs once per sample and every exit's logits are kept.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Iterable
+from dataclasses import dataclass
+
+import numpy as np
+import torch
+
+
+@dataclass
+class ExitOutputs:
+    """Every exit's logits for every sample of a split, from one full pass."""
+
+    logits: torch.Tensor  # [E, N, C] float32, CPU
+    lengths: np.ndarray  # [N] real token lengths (no padding)
+    labels: np.ndarray | None  # [N] label ids / scores, None for unlabelled splits
+
+
+@torch.inference_mode()
+def collect_exit_logits(model, batches: Iterable[dict],
+                        progress: Callable[[int], None] | None = None) -> ExitOutputs:
+    """Run every layer and every exit head once per sample. `batches` yield dicts with input_ids,
+    attention_mask, (token_type_ids), `index` (positions in the split) and optionally `labels`."""
+    model.eval()
+    device = next(model.parameters()).device
+    chunks, idx, lengths, labels = [], [], [], []
+    for batch in batches:
+        inputs = {k: batch[k].to(device) for k in ("input_ids", "attention_mask", "token_type_ids")
+                  if k in batch}
+        chunks.append(model(**inputs).float().cpu())  # [E, B, C]
+        idx.append(torch.as_tensor(batch["index"]))
+        lengths.append(batch["attention_mask"].sum(-1).cpu())
+        if batch.get("labels") is not None:
+            labels.append(torch.as_tensor(batch["labels"]))
+        if progress is not None:
+            progress(len(batch["index"]))
+    order = torch.cat(idx).argsort()
+    logits = torch.cat(chunks, dim=1)[:, order]
+    lab = torch.cat(labels)[order].numpy() if labels else None
+    return ExitOutputs(logits, torch.cat(lengths)[order].numpy(), lab)
+
+

@@ -1,0 +1,67 @@
+"""The exit-rule contract: stepwise and batched, the same code for the one-pass simulation and for
+real dynamic inference.
+
+`rule.start(n)` makes a state of tensors whose first dim is the batch; `rule.step(state, j,
+logits)` is called after exit head j with that exit's logits for the samples still running and
+returns which of them exit now. The simulation calls it over stored logits of every sample; real
+dynamic inference calls it on live logits and drops the exited rows (`select_state`). The same code
+decides in both, so they agree by construction up to float noise, and `margin` says how close each
+decision was to flipping.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import TYPE_CHECKING, Any
+
+if TYPE_CHECKING:  # torch stays out of `eebench --help`
+    import torch
+
+State = dict[str, "torch.Tensor"]
+
+
+@dataclass(frozen=True)
+class StepResult:
+    state: State
+    exit: torch.Tensor  # bool [n]: these samples exit at this layer
+    margin: torch.Tensor  # float [n]: distance of the exit quantity from the decision boundary
+
+
+class ExitRule:
+    """A stepwise exit decision. Subclasses implement `start` and `step`.
+
+    The caller exits every sample still running at the last exit, whatever `step` says there:
+    a rule never needs to know how many exits the model has.
+    """
+
+    def start(self, n: int, device: Any = None) -> State:
+        raise NotImplementedError
+
+    def step(self, state: State, exit_index: int, logits: torch.Tensor) -> StepResult:
+        raise NotImplementedError
+
+
+def select_state(state: State, keep: torch.Tensor) -> State:
+    """Keep the rows `keep` (bool mask or index tensor) of every state tensor (batch shrinking)."""
+    return {k: v[keep] for k, v in state.items()}
+
+
+
+
+class FixedRule(ExitRule):
+    """The same decision for every sample at every exit: `exit=True` exits at the first exit (a
+    single-exit model), `exit=False` never exits early (the full model, the timing baseline)."""
+
+    def __init__(self, exit: bool):
+        self.exit = bool(exit)
+
+    def start(self, n: int, device: Any = None) -> State:
+        return {}
+
+    def step(self, state: State, exit_index: int, logits: torch.Tensor) -> StepResult:
+        import torch
+
+        n = logits.shape[0]
+        inf = torch.full((n,), float("inf"), device=logits.device)
+        return StepResult(state, torch.full((n,), self.exit, dtype=torch.bool,
+                                            device=logits.device), inf)

@@ -1,0 +1,1 @@
+"""`eebench run`: configs and grids, execution, per-variant measurement, run-directory artifacts."""

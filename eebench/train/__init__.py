@@ -1,0 +1,1 @@
+"""Fine-tuning: settings (config), the loop over a method's stages, and checkpoints."""
