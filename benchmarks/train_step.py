@@ -30,7 +30,8 @@ def main() -> None:
 
     from eebench.data.batching import collate, encode, epoch_batches
     from eebench.methods.base import get_method
-    from eebench.models.multi_exit import build_model, load_tokenizer
+    from eebench.models.backbones import load_tokenizer
+    from eebench.models.multi_exit import build_model
     from eebench.tasks.loaders import load_split
     from eebench.tasks.spec import get_task
     from eebench.train.loop import optimizer_groups

@@ -9,7 +9,6 @@ import numpy as np
 import pytest
 import torch
 
-import eebench.methods  # noqa: F401  (registers the built-in methods)
 from eebench.errors import EebenchError, UsageError
 from eebench.measure.flops import (
     CONVENTIONS,

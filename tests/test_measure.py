@@ -12,7 +12,6 @@ import numpy as np
 import pytest
 import torch
 
-import eebench.methods  # noqa: F401  (registers the built-in methods)
 from eebench.errors import UsageError
 from eebench.measure import env as env_module
 from eebench.measure.env import environment

@@ -11,12 +11,11 @@ import torch
 from safetensors.torch import load_model, save_model
 from typer.testing import CliRunner
 
-import eebench.methods  # noqa: F401  (registers the built-in methods)
 from eebench.cli import app
 from eebench.errors import UsageError
 from eebench.methods.base import METHODS, Stage, get_method
-from eebench.methods.deebert import entropy
 from eebench.rules.base import ExitRule, select_state
+from eebench.rules.entropy import entropy
 from eebench.tasks.spec import get_task
 from eebench.train.checkpoint import rebuild_model
 from tests.tiny import tiny_model

@@ -11,19 +11,16 @@ import pytest
 import torch
 from safetensors.torch import load_model, save_model
 
-import eebench.methods  # noqa: F401  (registers the built-in methods)
 from eebench.errors import EebenchError, UsageError
 from eebench.methods.base import METHODS, get_method
-from eebench.models import (
+from eebench.models.backbones import (
     POOLINGS,
-    MultiExitModel,
-    build_model,
     default_pooling,
     load_tokenizer,
-    pool_tokens,
     resolve_backbone,
     resolve_pooling,
 )
+from eebench.models.multi_exit import MultiExitModel, build_model, pool_tokens
 from eebench.train.checkpoint import rebuild_model
 from tests.tiny import save_tiny_backbone, tiny_model, tokenizer
 

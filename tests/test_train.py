@@ -165,7 +165,8 @@ def test_deebert_stage_two_freezes_the_backbone_and_resumes_identically(deebert_
 
 def test_checkpoint_round_trip_gives_identical_logits(tiny_model, tmp_path, rte):
     from eebench.data.batching import collate, encode
-    from eebench.models.multi_exit import build_model, load_tokenizer
+    from eebench.models.backbones import load_tokenizer
+    from eebench.models.multi_exit import build_model
 
     spec, tr, _ = rte
     tok = load_tokenizer(tiny_model)

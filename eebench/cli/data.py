@@ -11,7 +11,7 @@ from typing import TYPE_CHECKING
 
 import typer
 
-from eebench.cli import app, make_app
+from eebench.cli.app import app, make_app
 from eebench.cli.common import DataDirOption, JsonOption, err_console, print_json, progress
 from eebench.cli.common import resolve_data_dir as _resolve
 from eebench.cli.info import PANEL

@@ -10,7 +10,7 @@ from typing import Annotated
 
 import typer
 
-from eebench.cli import app
+from eebench.cli.app import app
 from eebench.cli.common import JsonOption, err_console, print_json
 from eebench.errors import UsageError
 

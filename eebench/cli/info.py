@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import typer
 
-from eebench.cli import app
+from eebench.cli.app import app
 from eebench.cli.common import JsonOption, err_console, print_json
 from eebench.errors import UsageError
 

@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from eebench.cli import app
+from eebench.cli.app import app
 from eebench.cli.common import JsonOption, err_console, print_json
 
 PANEL = "Methods and models"

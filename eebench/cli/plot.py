@@ -12,7 +12,7 @@ from typing import Annotated
 
 import typer
 
-from eebench.cli import app
+from eebench.cli.app import app
 from eebench.cli.common import err_console, print_json, progress
 from eebench.errors import UsageError
 

@@ -15,7 +15,7 @@ from typing import Annotated
 
 import typer
 
-from eebench.cli import app, make_app
+from eebench.cli.app import app, make_app
 from eebench.cli.common import err_console, print_json
 from eebench.errors import EebenchError, UsageError
 

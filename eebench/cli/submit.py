@@ -13,7 +13,7 @@ from typing import Annotated
 
 import typer
 
-from eebench.cli import app, make_app
+from eebench.cli.app import app, make_app
 from eebench.cli.common import DataDirOption, JsonOption, err_console, print_json, resolve_data_dir
 from eebench.errors import DataError, EebenchError
 

@@ -13,7 +13,7 @@ from typing import Annotated, Any
 
 import typer
 
-from eebench.cli import app
+from eebench.cli.app import app
 from eebench.cli.common import DataDirOption, JsonOption, err_console, print_json, resolve_data_dir
 from eebench.errors import UsageError
 from eebench.train.config import STAGE_FIELDS, TrainConfig

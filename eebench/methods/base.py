@@ -10,12 +10,13 @@ from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any, ClassVar
 
-from eebench.registry import Registry
+from eebench.registry import Lazy, Registry
 
 if TYPE_CHECKING:  # torch stays out of `eebench --help`
     import torch
     from torch import nn
 
+    from eebench.models.multi_exit import ExitHeads
     from eebench.rules.base import ExitRule
 
 
@@ -38,14 +39,6 @@ class Stage:
         if isinstance(self.exits, slice):
             return every[self.exits]
         return [every[j] for j in self.exits]
-
-
-@dataclass(frozen=True)
-class ExitHeads:
-    """The heads a method puts on the backbone: `heads[j]` runs after layer `exit_layers[j]`."""
-
-    heads: nn.ModuleList
-    exit_layers: tuple[int, ...]  # 1-based layer numbers, strictly increasing
 
 
 class EarlyExitMethod:
@@ -155,8 +148,12 @@ def register_method(name: str) -> Callable[[type[EarlyExitMethod]], type[EarlyEx
     return decorator
 
 
-def get_method(name: str, **settings: Any) -> EarlyExitMethod:
-    import eebench.methods  # noqa: F401  (registers the built-in methods)
+# The built-in methods, one file each, imported when first looked up.
+for _name, _ref in (("static", "static:Static"), ("deebert", "deebert:DeeBERT"),
+                    ("pabee", "pabee:PABEE")):
+    METHODS.add(_name, Lazy(f"eebench.methods.{_ref}"))
 
+
+def get_method(name: str, **settings: Any) -> EarlyExitMethod:
     return METHODS.get(name)(**settings)
 

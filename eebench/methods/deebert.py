@@ -16,37 +16,19 @@ from __future__ import annotations
 import copy
 import math
 from collections.abc import Sequence
-from typing import Any
-
-import torch
-from torch import nn
+from typing import TYPE_CHECKING, Any
 
 from eebench.errors import UsageError
-from eebench.methods.base import EarlyExitMethod, ExitHeads, Stage, exit_loss, register_method
-from eebench.models.multi_exit import ExitHead
-from eebench.rules.base import ExitRule, State, StepResult
+from eebench.methods.base import EarlyExitMethod, Stage, exit_loss, register_method
+
+if TYPE_CHECKING:
+    import torch
+    from torch import nn
+
+    from eebench.models.multi_exit import ExitHeads
+    from eebench.rules.base import ExitRule
 
 GRID_STEPS = 20  # thresholds ln(C) * k / 20, k = 0..20
-
-
-def entropy(logits: torch.Tensor) -> torch.Tensor:
-    """H(softmax(logits)) per row, in nats."""
-    logp = torch.log_softmax(logits.float(), dim=-1)
-    return -(logp.exp() * logp).sum(-1)
-
-
-class EntropyRule(ExitRule):
-    """Exit where the entropy of the prediction is below the threshold."""
-
-    def __init__(self, threshold: float):
-        self.threshold = float(threshold)
-
-    def start(self, n: int, device: Any = None) -> State:
-        return {}
-
-    def step(self, state: State, exit_index: int, logits: torch.Tensor) -> StepResult:
-        h = entropy(logits)
-        return StepResult(state, h < self.threshold, (h - self.threshold).abs())
 
 
 @register_method("deebert")
@@ -58,6 +40,10 @@ class DeeBERT(EarlyExitMethod):
 
     def build_heads(self, config: Any, num_labels: int, num_layers: int, pooler: nn.Module
                     ) -> ExitHeads:
+        from torch import nn
+
+        from eebench.models.multi_exit import ExitHead, ExitHeads
+
         ramps = [ExitHead(copy.deepcopy(pooler), config, num_labels) for _ in range(num_layers)]
         return ExitHeads(nn.ModuleList(ramps), tuple(range(1, num_layers + 1)))
 
@@ -85,6 +71,8 @@ class DeeBERT(EarlyExitMethod):
         self._refuse(is_regression)
         if not value >= 0:
             raise UsageError(f"deebert: threshold must be >= 0, got {value}")
+        from eebench.rules.entropy import EntropyRule
+
         return EntropyRule(value)
 
     def _refuse(self, is_regression: bool) -> None:

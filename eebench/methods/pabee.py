@@ -19,44 +19,17 @@ from __future__ import annotations
 
 import copy
 from collections.abc import Sequence
-from typing import Any
-
-import torch
-from torch import nn
+from typing import TYPE_CHECKING, Any
 
 from eebench.errors import UsageError
-from eebench.methods.base import EarlyExitMethod, ExitHeads, Stage, exit_loss, register_method
-from eebench.models.multi_exit import ExitHead
-from eebench.rules.base import ExitRule, State, StepResult
+from eebench.methods.base import EarlyExitMethod, Stage, exit_loss, register_method
 
+if TYPE_CHECKING:
+    import torch
+    from torch import nn
 
-class PatienceRule(ExitRule):
-    """Exit once the prediction has stayed the same for `patience` consecutive layers."""
-
-    def __init__(self, patience: int, regression_threshold: float | None = None):
-        self.patience = patience
-        self.tau = regression_threshold  # None: classification
-
-    def start(self, n: int, device: Any = None) -> State:
-        return {"count": torch.zeros(n, dtype=torch.long, device=device),
-                "prev": torch.zeros(n, device=device),  # last prediction (label id or score)
-                "seen": torch.zeros(n, dtype=torch.bool, device=device)}
-
-    def step(self, state: State, exit_index: int, logits: torch.Tensor) -> StepResult:
-        logits = logits.float()
-        if self.tau is None:
-            pred = logits.argmax(-1).float()
-            same = state["seen"] & (pred == state["prev"])
-            top2 = logits.topk(2, dim=-1).values
-            margin = top2[:, 0] - top2[:, 1]  # how close the prediction was to flipping
-        else:
-            pred = logits[:, 0]
-            delta = (pred - state["prev"]).abs()
-            same = state["seen"] & (delta < self.tau)
-            margin = torch.where(state["seen"], (delta - self.tau).abs(), float("inf"))
-        count = torch.where(same, state["count"] + 1, torch.zeros_like(state["count"]))
-        new = {"count": count, "prev": pred, "seen": torch.ones_like(state["seen"])}
-        return StepResult(new, count >= self.patience, margin)
+    from eebench.models.multi_exit import ExitHeads
+    from eebench.rules.base import ExitRule
 
 
 LOSS_WEIGHTS = ("layer", "equal")
@@ -92,6 +65,10 @@ class PABEE(EarlyExitMethod):
 
     def build_heads(self, config: Any, num_labels: int, num_layers: int, pooler: nn.Module
                     ) -> ExitHeads:
+        from torch import nn
+
+        from eebench.models.multi_exit import ExitHead, ExitHeads
+
         if self.setting("shared_pooler"):
             shared = copy.deepcopy(pooler)  # one module: head 0 owns it, the others reuse it
             heads = [ExitHead(shared, config, num_labels, own_pooler=(i == 0))
@@ -120,4 +97,6 @@ class PABEE(EarlyExitMethod):
         if not (value >= 1 and float(value).is_integer()):
             raise UsageError(f"pabee: patience must be a positive integer, got {value}")
         tau = self.settings["regression_threshold"] if is_regression else None
+        from eebench.rules.patience import PatienceRule
+
         return PatienceRule(int(value), tau)

@@ -14,15 +14,17 @@ what the ELUE score's reference curve is built from.
 from __future__ import annotations
 
 from collections.abc import Sequence
-from typing import Any
-
-import torch
-from torch import nn
+from typing import TYPE_CHECKING, Any
 
 from eebench.errors import UsageError
-from eebench.methods.base import EarlyExitMethod, ExitHeads, Stage, exit_loss, register_method
-from eebench.models.multi_exit import ExitHead
-from eebench.rules.base import ExitRule, FixedRule
+from eebench.methods.base import EarlyExitMethod, Stage, exit_loss, register_method
+
+if TYPE_CHECKING:
+    import torch
+    from torch import nn
+
+    from eebench.models.multi_exit import ExitHeads
+    from eebench.rules.base import ExitRule
 
 
 @register_method("static")
@@ -50,6 +52,10 @@ class Static(EarlyExitMethod):
 
     def build_heads(self, config: Any, num_labels: int, num_layers: int, pooler: nn.Module
                     ) -> ExitHeads:
+        from torch import nn
+
+        from eebench.models.multi_exit import ExitHead, ExitHeads
+
         return ExitHeads(nn.ModuleList([ExitHead(pooler, config, num_labels)]), (num_layers,))
 
     def stages(self) -> list[Stage]:
@@ -64,4 +70,6 @@ class Static(EarlyExitMethod):
         return [float(k) for k in range(1, num_layers + 1)]
 
     def exit_rule(self, value: float, is_regression: bool) -> ExitRule:
+        from eebench.rules.base import FixedRule
+
         return FixedRule(exit=True)

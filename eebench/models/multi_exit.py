@@ -21,30 +21,26 @@ mean over real tokens ("mean", sentence-transformers' pretraining; padding exclu
 from __future__ import annotations
 
 import copy
+from dataclasses import dataclass
 from itertools import pairwise
-from typing import TYPE_CHECKING, Any
+from typing import Any, Protocol
 
 import torch
 from torch import nn
 
 from eebench.errors import UsageError
 from eebench.models.backbones import (
-    POOLINGS,
     check_pooling,
     encoder_parts,
     load_hf_model,
-    load_tokenizer,
     resolve_pooling,
 )
-
-if TYPE_CHECKING:
-    from eebench.methods.base import EarlyExitMethod, ExitHeads
 
 ATTN_IMPLEMENTATIONS = ("eager", "sdpa")  # eager: what the FLOP counter traces; sdpa: faster
 MODEL_CONFIG_VERSION = 2  # 2: records the heads' pooling (version 1 pooled [CLS])
 
-__all__ = ["POOLINGS", "ExitHead", "ExitPooler", "MultiExitModel", "assemble", "build_model",
-           "load_tokenizer", "pool_tokens"]
+__all__ = ["ExitHead", "ExitHeads", "ExitPooler", "HeadBuilder", "MultiExitModel", "assemble",
+           "build_model", "pool_tokens"]
 
 
 def pool_tokens(hidden: torch.Tensor, attention_mask: torch.Tensor | None, pooling: str
@@ -109,11 +105,32 @@ class ExitHead(nn.Module):
         return self.classifier(self.dropout(self.pooler(hidden, attention_mask)))
 
 
+@dataclass(frozen=True)
+class ExitHeads:
+    """The heads a method puts on the backbone: `heads[j]` runs after layer `exit_layers[j]`."""
+
+    heads: nn.ModuleList
+    exit_layers: tuple[int, ...]  # 1-based layer numbers, strictly increasing
+
+
+class HeadBuilder(Protocol):
+    """What the model needs of a method: how many layers to keep and which heads to put on them
+    (eebench.methods.base.HeadBuilder is one)."""
+
+    name: str
+    settings: dict[str, Any]
+
+    def layers_to_use(self, available: int) -> int: ...
+
+    def build_heads(self, config: Any, num_labels: int, num_layers: int, pooler: nn.Module
+                    ) -> ExitHeads: ...
+
+
 class MultiExitModel(nn.Module):
     """A backbone's embeddings and first `num_layers` layers, plus a method's exit heads."""
 
     def __init__(self, config: Any, embeddings: nn.Module, layers: list[nn.Module],
-                 exit_heads: ExitHeads, num_labels: int, method: EarlyExitMethod,
+                 exit_heads: ExitHeads, num_labels: int, method: HeadBuilder,
                  pooling: str = "cls"):
         super().__init__()
         self.config = config
@@ -213,7 +230,7 @@ def check_attn(attn: str) -> None:
                          hint=f"choose from: {', '.join(ATTN_IMPLEMENTATIONS)}")
 
 
-def assemble(hf_model: nn.Module, method: EarlyExitMethod, num_labels: int,
+def assemble(hf_model: nn.Module, method: HeadBuilder, num_labels: int,
              num_layers: int | None = None, pooling: str = "cls") -> MultiExitModel:
     """A MultiExitModel from a Hugging Face encoder: its parts, cut to `num_layers`, plus the
     method's heads (initialised from the encoder's pooler, pooling with `pooling`). Returned in
@@ -236,7 +253,7 @@ def assemble(hf_model: nn.Module, method: EarlyExitMethod, num_labels: int,
     return model.eval()
 
 
-def build_model(backbone: str, method: EarlyExitMethod, num_labels: int,
+def build_model(backbone: str, method: HeadBuilder, num_labels: int,
                 num_layers: int | None = None, attn_implementation: str = "eager",
                 pooling: str | None = None) -> MultiExitModel:
     """Pretrained backbone weights (first `num_layers` layers) plus the method's exit heads,

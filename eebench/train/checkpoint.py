@@ -288,7 +288,8 @@ def rebuild_model(cfg: dict[str, Any]) -> Any:
     from transformers import AutoConfig, AutoModel
 
     from eebench.methods.base import get_method
-    from eebench.models.multi_exit import POOLINGS, assemble, check_attn
+    from eebench.models.backbones import POOLINGS
+    from eebench.models.multi_exit import assemble, check_attn
 
     try:
         backbone = dict(cfg["backbone_config"])

@@ -120,7 +120,8 @@ class _Trainer:
         import torch
 
         from eebench.data.batching import encode
-        from eebench.models.multi_exit import build_model, load_tokenizer
+        from eebench.models.backbones import load_tokenizer
+        from eebench.models.multi_exit import build_model
 
         self.method, self.spec, self.cfg, self.path, self.state = method, spec, cfg, path, state
         self.console, self.on_step = console, on_step

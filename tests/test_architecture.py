@@ -1,0 +1,117 @@
+"""The layout is the pipeline: every module sits in a stage package; no stage imports a later one.
+
+Imports are read from the source (ast), those inside functions and under TYPE_CHECKING included:
+a lazy import is still a dependency.
+"""
+
+from __future__ import annotations
+
+import ast
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+PACKAGE = Path(__file__).resolve().parents[1] / "eebench"
+
+# The stages in pipeline order (docs/architecture.md); a stage imports only from those before it.
+STAGES = ("tasks", "data", "models", "rules", "methods", "measure", "train", "run", "score",
+          "plot", "submit", "cli")
+# Shared utilities every stage may use; they import only each other.
+SHARED = ("errors", "registry", "io")
+TOP_LEVEL = {"__init__.py", "__main__.py", *(f"{name}.py" for name in SHARED)}
+
+
+def _modules() -> list[Path]:
+    return sorted(PACKAGE.rglob("*.py"))
+
+
+def _part(module: str) -> str | None:
+    """The stage or shared utility an eebench module name belongs to (None: the package root)."""
+    parts = module.split(".")
+    return parts[1] if len(parts) > 1 and not parts[1].startswith("__") else None
+
+
+def _imports(path: Path) -> list[tuple[int, str]]:
+    """(line, module) of every eebench import in a file."""
+    tree = ast.parse(path.read_text(encoding="utf-8"))
+    package = ".".join(path.relative_to(PACKAGE.parent).with_suffix("").parts[:-1])
+    out = []
+    for node in ast.walk(tree):
+        if isinstance(node, ast.Import):
+            out += [(node.lineno, a.name) for a in node.names if a.name.startswith("eebench")]
+        elif isinstance(node, ast.ImportFrom):
+            if node.level:  # relative: resolve against the file's package
+                base = package.rsplit(".", node.level - 1)[0] if node.level > 1 else package
+                module = f"{base}.{node.module}" if node.module else base
+            else:
+                module = node.module or ""
+            if not module.startswith("eebench"):
+                continue
+            if module == "eebench":  # `from eebench import score`: the names are modules
+                out += [(node.lineno, f"eebench.{a.name}") for a in node.names]
+            else:
+                out.append((node.lineno, module))
+    return out
+
+
+def test_every_module_lives_in_a_stage_package():
+    top = {p.name for p in PACKAGE.glob("*.py")}
+    assert top <= TOP_LEVEL, f"modules outside a stage package: {sorted(top - TOP_LEVEL)}"
+    packages = {p.name for p in PACKAGE.iterdir() if p.is_dir() and p.name != "__pycache__"}
+    assert packages == set(STAGES)
+
+
+def test_no_stage_imports_a_later_stage():
+    bad = []
+    for path in _modules():
+        rel = path.relative_to(PACKAGE)
+        if rel.name == "__main__.py" and len(rel.parts) == 1:
+            continue  # `python -m eebench` is the command line itself
+        own = rel.parts[0] if len(rel.parts) > 1 else rel.stem
+        for line, module in _imports(path):
+            target = _part(module)
+            if target is None or target == own:
+                continue
+            if own in SHARED or own == "__init__":
+                ok = target in SHARED
+            elif target in SHARED:
+                ok = True
+            else:
+                ok = STAGES.index(target) < STAGES.index(own)
+            if not ok:
+                bad.append(f"eebench/{rel}:{line} imports {module}")
+    assert not bad, "imports against the pipeline order:\n" + "\n".join(bad)
+
+
+def test_init_files_only_re_export():
+    """An __init__ holds a docstring, imports and __all__ (or a lazy __getattr__), no logic."""
+    for path in PACKAGE.rglob("__init__.py"):
+        tree = ast.parse(path.read_text(encoding="utf-8"))
+        for node in tree.body:
+            allowed = (ast.Import, ast.ImportFrom, ast.Expr, ast.Assign, ast.AnnAssign,
+                       ast.FunctionDef)
+            assert isinstance(node, allowed), f"{path}: {type(node).__name__} in an __init__"
+            if isinstance(node, ast.FunctionDef):
+                assert node.name == "__getattr__", f"{path}: function {node.name}"
+
+
+@pytest.mark.parametrize("command", ["methods", "backbones"])
+def test_listings_do_not_import_torch(command):
+    """`eebench methods` / `backbones` read the registries without importing torch (or
+    transformers, or pandas): a listing is data."""
+    code = (
+        "import sys\n"
+        "from eebench.cli import app\n"
+        "try:\n"
+        f"    app([{command!r}, '--json'], standalone_mode=False)\n"
+        "except SystemExit:\n"
+        "    pass\n"
+        "heavy = [m for m in ('torch', 'transformers', 'pandas', 'matplotlib')\n"
+        "         if m in sys.modules]\n"
+        "print('HEAVY', heavy)\n"
+    )
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True)
+    assert '"name"' in out.stdout  # the listing itself came out
+    assert out.stdout.strip().endswith("HEAVY []"), out.stdout[-300:]
