@@ -14,6 +14,8 @@ writes, from them alone:
   benchmarks/results/elue-minilm-test (`eebench export-elue`), into benchmarks/results/elue-export
   (not committed: they are large and made again by this command), with a manifest that is.
 
+The tables are grouped and pivoted from two DataFrames: every point of every run (the results
+table, eebench.score.table) and the scored seed-averaged points (ScoreReport.to_dataframe).
 Rerunning on the same runs gives the same page.
 """
 
@@ -23,10 +25,10 @@ import argparse
 import hashlib
 import json
 import sys
-from collections import defaultdict
 from pathlib import Path
 
 import numpy as np
+import pandas as pd
 import tomllib
 
 ROOT = Path(__file__).resolve().parent.parent
@@ -40,11 +42,14 @@ from eebench.score import (  # noqa: E402
     elue_by_seed,
     load_run,
     raw_points,
+    results_frame,
+    run_records,
+    sample_std,
     save_reference,
     score,
 )
 from eebench.score.ensemble import ensemble_point  # noqa: E402
-from eebench.score.stats import paired_bootstrap, paired_scores  # noqa: E402
+from eebench.score.stats import SEED_KEYS, paired_bootstrap, paired_scores  # noqa: E402
 from eebench.tasks.spec import get_task  # noqa: E402
 
 CONFIG = ROOT / "benchmarks" / "elue-minilm.toml"
@@ -57,7 +62,83 @@ REFERENCE = ROOT / "leaderboard" / "references" / "minilm-l6-static.json"
 SUBMISSIONS = ROOT / "leaderboard" / "submissions"
 START, END = "<!-- generated:start -->", "<!-- generated:end -->"
 METHOD_ORDER = ("static", "deebert", "pabee")
+SETTING = {"layers": "k", "threshold": "entropy <", "patience": "patience"}
+PAIRS = (("pabee", "static"), ("deebert", "static"), ("pabee", "deebert"))
 N_RESAMPLES = 2000
+
+# The page between the markers. Paragraphs are wrapped here and unwrapped on the page (see
+# page); each {table} is a markdown table.
+PAGE = """\
+Built by `python benchmarks/report_elue_minilm.py` from **{n_runs} of {n_jobs} runs** of
+`benchmarks/elue-minilm.toml`{pending} (`benchmarks/results/elue-minilm/`, one directory per
+method, task and seed, each with its config, points, per-sample predictions and summary).
+Hardware: {hardware}, one thread per run, two runs at a time.
+
+## Budget
+
+MiniLM-L6 (all-MiniLM-L6-v2, 6 layers, hidden 384), mean-pooled exit heads, lr {lr:g}, batch
+{batch_size}, {precision} autocast, length-grouped batches, seeds {seeds}. Training examples are
+a seeded subset of the training split; scores are on the dev split (the labelled test sets are
+withheld).
+
+{budget}
+
+## ELUE scores
+
+Mean over a method's operating points of (its metric − the reference curve at its FLOPs), in
+points; the reference is the static first-k-layer models of these very runs
+(`leaderboard/references/minilm-l6-static.json`, seed-averaged), so static scores 0 by
+construction. Curve held flat outside its FLOPs range (`clamp`). With more than one seed, ± is
+the standard deviation of the score of each seed's points on their own; static's spread around 0
+is the noise floor.
+
+{elue}
+
+## Full model, best point, ensemble
+
+The full model is static k = 6. *Best* is a method's best seed-averaged point (at its MFLOPs).
+The ensemble averages every exit's class probabilities (regression: outputs) on every sample: the
+upper bound of a multi-exit model that never exits early.
+
+{summary}
+
+## Significance (paired bootstrap)
+
+Per task, A − B in per-sample accuracy (not the main metric where that is MCC or F1-based) over
+the dev samples, each point of A paired with the point of B nearest in FLOPs and the pairs
+pooled; seeds averaged per sample. {n_resamples} resamples, 95% percentile interval, two-sided p.
+For regression the statistic is the squared error (lower is better).
+
+{significance}
+
+PABEE's best point (by the main metric) against the full model (static k = 6), paired; the
+difference is in per-sample accuracy (squared error for STS-B), which for CoLA (MCC) and MRPC
+(mean of accuracy and F1) is not the main metric:
+
+{pabee}
+
+## Per task
+
+Every operating point, seed-averaged. *speed-up*: full-model MFLOPs ÷ the point's; *latency*:
+real dynamic inference at batch size 1 on the CPU above, median per sample (timed on the first
+100 dev samples, so it is noisier than the FLOPs); *vs reference*: metric minus the reference
+curve at the point's FLOPs; ●: on the task's Pareto front over all methods.
+
+{tasks}"""
+
+TASK = """\
+### {title} ({split}, {metric}, {seeds})
+
+![{title}: {metric} against MFLOPs per sample](figures/results/{task}-pareto.png)
+
+{table}
+
+ELUE score (mean of *vs reference* over a method's points): {scores}."""
+
+
+def page(template: str, **values) -> str:
+    """`template` with each paragraph on one line, then filled in."""
+    return "\n\n".join(" ".join(p.splitlines()) for p in template.split("\n\n")).format(**values)
 
 
 def finished_runs(root: Path):
@@ -67,13 +148,8 @@ def finished_runs(root: Path):
 
 
 def expected_jobs(cfg: dict) -> int:
-    n = 0
-    for task in cfg["tasks"]:
-        for method in cfg["methods"]:
-            if method == "deebert" and get_task(task).is_regression:
-                continue
-            n += len(cfg["seeds"])
-    return n
+    return sum(len(cfg["seeds"]) for task in cfg["tasks"] for method in cfg["methods"]
+               if not (method == "deebert" and get_task(task).is_regression))
 
 
 def pending(runs, rel) -> str:
@@ -82,140 +158,183 @@ def pending(runs, rel) -> str:
             "reference, are in)") if waiting else ""
 
 
-def pm(mean: float, std: float, n: int, digits: int = 1) -> str:
-    return f"{mean:.{digits}f} ± {std:.{digits}f}" if n > 1 else f"{mean:.{digits}f}"
+def hardware(runs) -> str:
+    envs = [json.loads((r.path / R.ENV_FILE).read_text()) for r in runs]
+    return "; ".join(sorted({f"{e.get('cpu') or 'CPU'} ({e.get('cpu_cores')} cores)"
+                             + (f", GPU {e['gpu']}" if e.get("gpu") else "") for e in envs}))
 
 
-def pm_values(values) -> str:
+def pm(mean: float, std: float, n: int) -> str:
+    return f"{mean:.1f} ± {std:.1f}" if n > 1 else f"{mean:.1f}"
+
+
+def pm_seeds(values) -> str:
     """mean ± sample std of per-seed values."""
-    v = np.asarray(values, dtype=float)
-    return pm(float(v.mean()), float(v.std(ddof=1)) if len(v) > 1 else 0.0, len(v))
+    values = np.asarray(values, dtype=float)
+    return pm(float(np.mean(values)), sample_std(values), len(values))
 
 
-def setting(p) -> str:
-    names = {"layers": "k", "threshold": "entropy <", "patience": "patience"}
-    value = f"{p.sweep_value:.3f}" if p.sweep_param == "threshold" else f"{p.sweep_value:g}"
-    return f"{names.get(p.sweep_param, p.sweep_param)} {value}"
-
-
-def latency_bs1(p) -> float | None:
-    """Dynamic inference at batch size 1, median ms per sample, mean over the point's seeds."""
-    values = []
-    for rp in p.sources:
-        t = next((t for t in rp.point.timings if t.mode == "dynamic" and t.batch_size == 1), None)
-        if t is not None and "p50" in t.latency_ms:
-            values.append(t.latency_ms["p50"])
-    return float(np.mean(values)) if values else None
+def signed(value: float, seeds: pd.Series) -> str:
+    """A score, ± the sample std of its seeds' own scores when there are two or more."""
+    if pd.isna(value):
+        return "-"
+    return f"{value:+.2f}" + (f" ± {sample_std(seeds):.2f}" if len(seeds) > 1 else "")
 
 
 def method_key(label: str) -> tuple:
     return (METHOD_ORDER.index(label) if label in METHOD_ORDER else len(METHOD_ORDER), label)
 
 
-def budget_table(cfg: dict) -> list[str]:
-    base_train = cfg.get("train", {})
-    lines = ["| task | train examples | epochs | max tokens | dev samples scored |",
-             "|---|---:|---:|---:|---:|"]
+def in_method_order(frame: pd.DataFrame) -> pd.DataFrame:
+    """Rows by METHOD_ORDER, then label; rows of one method keep their order."""
+    return frame.sort_values("method", kind="stable", key=lambda m: m.map(method_key))
+
+
+def markdown(rows, align: str) -> str:
+    """A pipe table of text cells (no number parsing: "+0.00" stays as written); `align` has a
+    letter per column: l(eft), r(ight) or c(enter)."""
+    names = {"l": "left", "r": "right", "c": "center"}
+    return pd.DataFrame(rows).astype(str).to_markdown(
+        index=False, colalign=[names[a] for a in align], disable_numparse=True)
+
+
+def budget_table(cfg: dict) -> str:
+    rows = []
     for task in cfg["tasks"]:
         own = cfg.get("tasks_settings", {}).get(task, {})
-        train = {**base_train, **own.get("train", {})}
-        spec = get_task(task)
-        dev = own.get("max_eval_samples", cfg.get("max_eval_samples")) or "all"
-        lines.append(f"| {spec.title} | {train.get('max_train_samples', 'all')} | "
-                     f"{train.get('epochs')} | {own.get('max_seq_length', cfg['max_seq_length'])} "
-                     f"| {dev} |")
-    return lines
+        train = {**cfg.get("train", {}), **own.get("train", {})}
+        rows.append({"task": get_task(task).title,
+                     "train examples": train.get("max_train_samples", "all"),
+                     "epochs": train.get("epochs"),
+                     "max tokens": own.get("max_seq_length", cfg["max_seq_length"]),
+                     "dev samples scored": own.get("max_eval_samples",
+                                                   cfg.get("max_eval_samples")) or "all"})
+    return markdown(rows, "lrrrr")
 
 
-def hardware(runs) -> str:
-    envs = [json.loads((r.path / R.ENV_FILE).read_text()) for r in runs]
-    kinds = sorted({f"{e.get('cpu') or 'CPU'} ({e.get('cpu_cores')} cores)"
-                    + (f", GPU {e['gpu']}" if e.get("gpu") else "") for e in envs})
-    return "; ".join(kinds)
+def elue_table(elue: dict, by_seed: dict, tasks: list[str], methods: list[str]) -> str:
+    """Each method's ELUE score per task ± its spread over seeds; overall: the mean over the tasks
+    it is scored on ± the spread of each seed's mean over them (seeds run on all of them)."""
+    seeds = pd.DataFrame([(m, t, s, v) for m, per_task in by_seed.items()
+                          for t, per_seed in per_task.items() for s, v in per_seed.items()],
+                         columns=["method", "task", "seed", "elue"])
+    seeds = seeds.pivot(index=["method", "seed"], columns="task", values="elue")
+    mean = pd.DataFrame(elue).T.reindex(index=methods, columns=tasks)
+    rows = []
+    for m in methods:
+        mine, scored = seeds.loc[m].reindex(columns=tasks), mean.loc[m].dropna().index
+        rows.append({"method": m,
+                     **{get_task(t).title: signed(mean.at[m, t], mine[t].dropna()) for t in tasks},
+                     "overall": signed(mean.loc[m, scored].mean(),
+                                       mine[scored].dropna().mean(axis=1))})
+    return markdown(rows, "l" + "r" * (len(tasks) + 1))
 
 
-def elue_table(elue: dict, by_seed: dict, tasks: list[str], methods: list[str]) -> list[str]:
-    """The ELUE score of every method on every task, ± its spread over seeds."""
-    lines = ["| method | " + " | ".join(get_task(t).title for t in tasks) + " | overall |",
-             "|---|" + "---:|" * (len(tasks) + 1)]
-    for label in methods:
-        mine, seeds = elue.get(label, {}), by_seed.get(label, {})
-        cells = []
-        for t in tasks:
-            per_seed = list(seeds.get(t, {}).values())
-            cells.append("-" if t not in mine else f"{mine[t]:+.2f}" + (
-                f" ± {np.std(per_seed, ddof=1):.2f}" if len(per_seed) > 1 else ""))
-        scored = [t for t in tasks if t in mine]
-        # A seed's overall score needs that seed on every task the method is scored on.
-        complete = set.intersection(*(set(seeds.get(t, {})) for t in scored)) if scored else set()
-        overall = [np.mean([seeds[t][s] for t in scored]) for s in sorted(complete)]
-        cells.append(f"{np.mean([mine[t] for t in scored]):+.2f}" + (
-            f" ± {np.std(overall, ddof=1):.2f}" if len(overall) > 1 else ""))
-        lines.append(f"| {label} | " + " | ".join(cells) + " |")
-    return lines + [""]
+def summary_table(points: pd.DataFrame, ensembles: pd.DataFrame, tasks: list[str],
+                  methods: list[str]) -> str:
+    """Per task: the full model, each method's best seed-averaged point, its ensemble."""
+    others = [m for m in methods if m != "static"]
+    dynamic = points[points.method != "static"]
+    best = dynamic.loc[dynamic.groupby(["task", "method"], sort=False)["main"].idxmax()]
+    best = best.assign(cell=[f"{pm(p.main, p.main_std, p.n_seeds)} ({p.mflops:.0f})"
+                             for p in best.itertuples()]).pivot(index="task", columns="method",
+                                                                values="cell")
+    ensemble = ensembles.groupby(["task", "method"])["main"].agg(pm_seeds).unstack()
+    full = full_models(points)
+    table = pd.DataFrame({
+        "task": [get_task(t).title for t in tasks],
+        "full model": [pm(*full.loc[t, ["main", "main_std", "n_seeds"]]) if t in full.index
+                       else "-" for t in tasks],
+        **{f"{m} best (MFLOPs)": best.reindex(index=tasks, columns=others)[m] for m in others},
+        **{f"{m} ensemble": ensemble.reindex(index=tasks, columns=others)[m] for m in others},
+    }, index=tasks).fillna("-")
+    return markdown(table, "l" + "r" * (1 + 2 * len(others)))
 
 
-def bootstrap_line(label: str, cmp) -> str:
-    b = cmp.result
-    unit = "pp accuracy" if cmp.statistic == "accuracy" else "squared error"
-    sig = "significant" if b.p_value < 0.05 else "not significant"
-    return (f"| {label} | {b.difference:+.2f} {unit} | [{b.ci_low:+.2f}, {b.ci_high:+.2f}] | "
-            f"{b.p_value:.3f} ({sig}) | {b.n_samples} |")
+def full_models(points: pd.DataFrame) -> pd.DataFrame:
+    """Each task's full model, static k = L (seed-averaged), indexed by task."""
+    static = points[(points.method == "static") & (points.sweep_value == points.num_layers)]
+    return static.set_index("task")
 
 
-def pabee_vs_full(points, regression: bool):
+def bootstrap_cells(b, regression: bool) -> dict[str, str]:
+    unit = "squared error" if regression else "pp accuracy"
+    return {"difference": f"{b.difference:+.2f} {unit}",
+            "95% CI": f"[{b.ci_low:+.2f}, {b.ci_high:+.2f}]"}
+
+
+def significance_table(points, tasks: list[str]) -> str:
+    """A − B per task: each point of A paired with B's nearest in FLOPs, the pairs pooled."""
+    rows = []
+    for t in tasks:
+        tp = [p for p in points if p.task == t]
+        for a, b in PAIRS:
+            if {a, b} <= {p.label for p in tp}:
+                cmps = compare_methods(tp, a, b, n_resamples=N_RESAMPLES, seed=0)
+                c = ([c for c in cmps if c.a is None] or cmps)[-1]  # pooled, when several
+                sig = "significant" if c.result.p_value < 0.05 else "not significant"
+                rows.append({"task: A − B": f"{get_task(t).title}: {a} − {b}",
+                             **bootstrap_cells(c.result, c.statistic != "accuracy"),
+                             "p": f"{c.result.p_value:.3f} ({sig})",
+                             "samples": c.result.n_samples})
+    return markdown(rows, "lrllr")
+
+
+def pabee_table(points, tasks: list[str]) -> str:
     """PABEE's best point against the full model (static k = L), paired bootstrap."""
-    static = [p for p in points if p.label == "static"]
-    pabee = [p for p in points if p.label == "pabee"]
-    if not static or not pabee:
-        return None
-    full = max(static, key=lambda p: p.sweep_value)
-    best = max(pabee, key=lambda p: p.main)
-    sa, sb, _ = paired_scores(best, full, regression)
-    return best, full, paired_bootstrap(sa, sb, n_resamples=N_RESAMPLES, seed=0)
+    rows = []
+    for t in tasks:
+        static = [p for p in points if p.task == t and p.label == "static"]
+        pabee = [p for p in points if p.task == t and p.label == "pabee"]
+        if not static or not pabee:
+            continue
+        full = max(static, key=lambda p: p.sweep_value)
+        best = max(pabee, key=lambda p: p.main)
+        regression = get_task(t).is_regression
+        b = paired_bootstrap(*paired_scores(best, full, regression)[:2], n_resamples=N_RESAMPLES,
+                             seed=0)
+        rows.append({"task": get_task(t).title,
+                     "PABEE best (patience)": f"{best.main:.1f} ({best.sweep_value:g})",
+                     "full model": f"{full.main:.1f}", **bootstrap_cells(b, regression),
+                     "p": f"{b.p_value:.3f}"})
+    return markdown(rows, "lrrrll")
 
 
-def task_section(task: str, tr, runs, ensembles) -> list[str]:
-    spec = get_task(task)
+def task_section(tr, points: pd.DataFrame, runs: pd.DataFrame, ensembles: pd.DataFrame) -> str:
+    """Every seed-averaged point of one task and each method's ensemble, with its figure."""
     metric = tr.main_metric
-    pts = sorted(tr.points, key=lambda p: (method_key(p.label), p.flops, p.sweep_value))
-    static_full = [p for p in pts if p.label == "static" and p.sweep_value == p.num_layers]
-    full_flops = static_full[0].flops if static_full else max(p.flops for p in pts)
-    seeds = {label: sorted({s for p in pts if p.label == label for s in p.seeds})
-             for label in sorted({p.label for p in pts}, key=method_key)}
-    if len({tuple(v) for v in seeds.values()}) == 1:  # every method has the same seeds
-        said = "seeds " + ", ".join(map(str, next(iter(seeds.values()))))
-    else:
-        said = "; ".join(f"{label} seeds {', '.join(map(str, v))}" for label, v in seeds.items())
-    out = [f"### {spec.title} ({tr.split}, {metric}, {said})", ""]
-    out += [f"![{spec.title}: {metric} against MFLOPs per sample](figures/results/"
-            f"{task}-pareto.png)", ""]
-    out += ["| method | setting | " + metric + " (mean ± std) | MFLOPs | speed-up | avg exit layer "
-            "| latency bs=1 (ms) | vs reference | front |",
-            "|---|---|---:|---:|---:|---:|---:|---:|:---:|"]
-    index = {id(p): i for i, p in enumerate(tr.points)}
-    for p in pts:
-        i = index[id(p)]
-        delta = tr.deltas[i]
-        lat = latency_bs1(p)
-        layers = np.mean([rp.point.avg_exit_layer for rp in p.sources])
-        out.append(
-            f"| {p.label} | {setting(p)} | {pm(p.main, p.main_std, len(p.seeds))} | "
-            f"{p.mflops:.1f} | {full_flops / p.flops:.2f}× | {layers:.2f} | "
-            f"{'-' if lat is None else f'{lat:.1f}'} | "
-            f"{'-' if delta is None else f'{delta:+.2f}'} | {'●' if tr.on_front[i] else ''} |")
-    for method, members in sorted(ensembles.items(), key=lambda kv: method_key(kv[0])):
-        flops = float(np.mean([e.flops for e in members]))
-        out.append(
-            f"| {method} ensemble | all {members[0].n_exits} exits averaged | "
-            f"{pm_values([e.main for e in members])} | {flops / 1e6:.1f} | "
-            f"{full_flops / flops:.2f}× | {members[0].n_exits:.2f} | - | - | |")
-    out.append("")
-    scores = ", ".join(f"{label} **{m.elue:+.2f}**" for label, m in
-                       sorted(tr.methods.items(), key=lambda kv: method_key(kv[0]))
-                       if m.elue is not None)
-    out += [f"ELUE score (mean of *vs reference* over a method's points): {scores}.", ""]
-    return out
+    seeds = in_method_order(runs.groupby("label")["seed"].unique().map(sorted).rename_axis(
+        "method").reset_index())
+    said = ("seeds " + ", ".join(map(str, seeds.seed.iat[0]))
+            if seeds.seed.map(tuple).nunique() == 1  # every method has the same seeds
+            else "; ".join(f"{s.method} seeds {', '.join(map(str, s.seed))}"
+                           for s in seeds.itertuples()))
+    # per point, the mean over its seeds of the exit layer and of the bs=1 latency where timed
+    per_seed = runs.groupby(SEED_KEYS)[["avg_exit_layer", "latency_bs1_ms"]].mean()
+    points = in_method_order(points.sort_values(["mflops", "sweep_value"], kind="stable")).join(
+        per_seed.rename_axis(["method", *SEED_KEYS[1:]]), on=["method", *SEED_KEYS[1:]])
+    full = full_models(points)
+    full_mflops = full.at[tr.task, "mflops"] if tr.task in full.index else points.mflops.max()
+    rows = [{"method": p.method,
+             "setting": f"{SETTING.get(p.sweep_param, p.sweep_param)} " + (
+                 f"{p.sweep_value:.3f}" if p.sweep_param == "threshold" else f"{p.sweep_value:g}"),
+             f"{metric} (mean ± std)": pm(p.main, p.main_std, p.n_seeds),
+             "MFLOPs": f"{p.mflops:.1f}", "speed-up": f"{full_mflops / p.mflops:.2f}×",
+             "avg exit layer": f"{p.avg_exit_layer:.2f}",
+             "latency bs=1 (ms)": "-" if pd.isna(p.latency_bs1_ms) else f"{p.latency_bs1_ms:.1f}",
+             "vs reference": "-" if pd.isna(p.elue_delta) else f"{p.elue_delta:+.2f}",
+             "front": "●" if p.pareto else ""} for p in points.itertuples()]
+    for method, e in in_method_order(ensembles).groupby("method", sort=False):
+        mflops, n = float(np.mean(e.flops.to_numpy())) / 1e6, e.n_exits.iat[0]
+        rows.append({"method": f"{method} ensemble", "setting": f"all {n} exits averaged",
+                     f"{metric} (mean ± std)": pm_seeds(e.main), "MFLOPs": f"{mflops:.1f}",
+                     "speed-up": f"{full_mflops / mflops:.2f}×", "avg exit layer": f"{n:.2f}",
+                     "latency bs=1 (ms)": "-", "vs reference": "-", "front": ""})
+    scores = ", ".join(f"{label} **{tr.methods[label].elue:+.2f}**"
+                       for label in sorted(tr.methods, key=method_key)
+                       if tr.methods[label].elue is not None)
+    return page(TASK, title=get_task(tr.task).title, split=tr.split, metric=metric, seeds=said,
+                task=tr.task, table=markdown(rows, "llrrrrrrc"), scores=scores)
 
 
 def main() -> None:
@@ -233,8 +352,8 @@ def main() -> None:
     # A task is reported once its static runs (the reference) are in.
     with_reference = {r.config.task for r in runs if r.config.method == "static"}
     rel = [r for r in runs if r.config.task in with_reference]
-    static_runs = [r for r in rel if r.config.method == "static"]
-    reference = build_reference(static_runs, name="minilm-l6-static")
+    reference = build_reference([r for r in rel if r.config.method == "static"],
+                                name="minilm-l6-static")
     # Paths in the shipped reference relative to the repository root.
     for record in reference.provenance.runs:
         record.path = str(Path(record.path).resolve().relative_to(ROOT))
@@ -244,110 +363,21 @@ def main() -> None:
     raw = raw_points(rel)
     points = aggregate_seeds(raw)
     report = score(points, reference)
-    ensembles: dict[str, dict[str, list]] = defaultdict(lambda: defaultdict(list))
-    for r in rel:
-        if r.config.method != "static":
-            e = ensemble_point(r)
-            ensembles[e.task][e.method].append(e)
-
+    scored = report.to_dataframe()  # the seed-averaged points
+    frame = results_frame(run_records(raw))  # every point of every run
+    ensembles = pd.DataFrame([vars(ensemble_point(r)) for r in rel if r.config.method != "static"])
     tasks = [get_task(t).name for t in cfg["tasks"] if get_task(t).name in report.tasks]
     methods = sorted({p.label for p in points}, key=method_key)
-    lines = [START, "",
-             f"Built by `python benchmarks/report_elue_minilm.py` from **{len(rel)} of "
-             f"{expected_jobs(cfg)} runs** of `benchmarks/elue-minilm.toml`{pending(runs, rel)} "
-             f"(`benchmarks/results/elue-minilm/`, one directory per method, task and seed, each "
-             f"with its config, points, per-sample predictions and summary). Hardware: "
-             f"{hardware(rel)}, one thread per run, two runs at a time.", ""]
-    lines += ["## Budget", "",
-              f"MiniLM-L6 (all-MiniLM-L6-v2, 6 layers, hidden 384), mean-pooled exit heads, "
-              f"lr {cfg['train']['lr']:g}, batch {cfg['train']['batch_size']}, "
-              f"{cfg['train']['precision']} autocast, length-grouped batches, seeds "
-              f"{', '.join(map(str, cfg['seeds']))}. Training examples are a seeded subset of "
-              "the training split; scores are on the dev split (the labelled test sets are "
-              "withheld).", ""]
-    lines += budget_table(cfg) + [""]
-
-    lines += ["## ELUE scores", "",
-              "Mean over a method's operating points of (its metric − the reference curve at its "
-              "FLOPs), in points; the reference is the static first-k-layer models of these very "
-              "runs (`leaderboard/references/minilm-l6-static.json`, seed-averaged), so static "
-              "scores 0 by construction. Curve held flat outside its FLOPs range (`clamp`). With "
-              "more than one seed, ± is the standard deviation of the score of each seed's "
-              "points on their own; static's spread around 0 is the noise floor.", ""]
-    lines += elue_table(report.elue, elue_by_seed(raw, reference), tasks, methods)
-
-    lines += ["## Full model, best point, ensemble", "",
-              "The full model is static k = 6. *Best* is a method's best seed-averaged point "
-              "(at its MFLOPs). The ensemble averages every exit's class probabilities "
-              "(regression: outputs) on every sample: the upper bound of a multi-exit model "
-              "that never exits early.", ""]
-    lines += ["| task | full model | " + " | ".join(f"{m} best (MFLOPs)" for m in methods
-                                                      if m != "static")
-              + " | " + " | ".join(f"{m} ensemble" for m in methods if m != "static") + " |",
-              "|---|---:|" + "---:|" * 2 * (len(methods) - 1)]
-    for t in tasks:
-        tr = report.tasks[t]
-        full = [p for p in tr.points if p.label == "static" and p.sweep_value == p.num_layers]
-        cells = [pm(full[0].main, full[0].main_std, len(full[0].seeds)) if full else "-"]
-        for m in methods:
-            if m == "static":
-                continue
-            mp = [p for p in tr.points if p.label == m]
-            best = max(mp, key=lambda p: p.main) if mp else None
-            cells.append("-" if best is None else
-                         f"{pm(best.main, best.main_std, len(best.seeds))} ({best.mflops:.0f})")
-        for m in methods:
-            if m == "static":
-                continue
-            es = ensembles.get(t, {}).get(m, [])
-            cells.append(pm_values([e.main for e in es]) if es else "-")
-        lines.append(f"| {get_task(t).title} | " + " | ".join(cells) + " |")
-    lines.append("")
-
-    lines += ["## Significance (paired bootstrap)", "",
-              f"Per task, A − B in per-sample accuracy (not the main metric where that is MCC or "
-              f"F1-based) over the dev samples, each point of A paired with the point of B "
-              f"nearest in FLOPs and the pairs pooled; seeds averaged per sample. {N_RESAMPLES} "
-              "resamples, 95% percentile interval, two-sided p. For regression the statistic is "
-              "the squared error (lower is better).", ""]
-    lines += ["| task: A − B | difference | 95% CI | p | samples |", "|---|---:|---|---|---:|"]
-    pairs = [("pabee", "static"), ("deebert", "static"), ("pabee", "deebert")]
-    for t in tasks:
-        tp = [p for p in points if p.task == t]
-        labels = {p.label for p in tp}
-        for a, b in pairs:
-            if a in labels and b in labels:
-                cmps = compare_methods(tp, a, b, n_resamples=N_RESAMPLES, seed=0)
-                pooled = [c for c in cmps if c.a is None] or cmps
-                lines.append(bootstrap_line(f"{get_task(t).title}: {a} − {b}", pooled[-1]))
-    lines.append("")
-    lines += ["PABEE's best point (by the main metric) against the full model (static k = 6), "
-              "paired; the difference is in per-sample accuracy (squared error for STS-B), "
-              "which for CoLA (MCC) and MRPC (mean of accuracy and F1) is not the main metric:",
-              "", "| task | PABEE best (patience) | full model | difference | 95% CI | p |",
-              "|---|---:|---:|---:|---|---|"]
-    for t in tasks:
-        tp = [p for p in points if p.task == t]
-        res = pabee_vs_full(tp, get_task(t).is_regression)
-        if res is None:
-            continue
-        best, full, b = res
-        unit = "squared error" if get_task(t).is_regression else "pp accuracy"
-        lines.append(f"| {get_task(t).title} | {best.main:.1f} ({best.sweep_value:g}) | "
-                     f"{full.main:.1f} | {b.difference:+.2f} {unit} | [{b.ci_low:+.2f}, "
-                     f"{b.ci_high:+.2f}] | {b.p_value:.3f} |")
-    lines.append("")
-
-    lines += ["## Per task", "",
-              "Every operating point, seed-averaged. *speed-up*: full-model MFLOPs ÷ the point's; "
-              "*latency*: real dynamic inference at batch size 1 on the CPU above, median per "
-              "sample (timed on the first 100 dev samples, so it is noisier than the FLOPs); *vs "
-              "reference*: metric minus the reference curve at the point's FLOPs; ●: on the "
-              "task's Pareto front over all methods.", ""]
-    for t in tasks:
-        lines += task_section(t, report.tasks[t], rel, ensembles.get(t, {}))
-    lines.append(END)
-    write_doc("\n".join(lines))
+    sections = [task_section(report.tasks[t], scored[scored.task == t], frame[frame.task == t],
+                             ensembles[ensembles.task == t]) for t in tasks]
+    write_doc(page(
+        PAGE, n_runs=len(rel), n_jobs=expected_jobs(cfg), pending=pending(runs, rel),
+        hardware=hardware(rel), **{k: cfg["train"][k] for k in ("lr", "batch_size", "precision")},
+        seeds=", ".join(map(str, cfg["seeds"])), budget=budget_table(cfg),
+        elue=elue_table(report.elue, elue_by_seed(raw, reference), tasks, methods),
+        summary=summary_table(scored, ensembles, tasks, methods), n_resamples=N_RESAMPLES,
+        significance=significance_table(points, tasks), pabee=pabee_table(points, tasks),
+        tasks="\n\n".join(sections)))
 
     if not args.no_figures:
         from eebench.plot.plan import plan_figures, write_figures
@@ -376,9 +406,7 @@ def write_doc(generated: str) -> None:
         raise SystemExit(f"{DOC}: the {START} / {END} markers are missing")
     head, rest = text.split(START, 1)
     _, tail = rest.split(END, 1)
-    DOC.write_text(head + generated + tail)
-
-
+    DOC.write_text(f"{head}{START}\n\n{generated}\n\n{END}{tail}")
 def export_tests() -> None:
     from eebench.submit.export_elue import export_elue
 

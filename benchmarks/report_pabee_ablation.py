@@ -10,10 +10,10 @@ from __future__ import annotations
 
 import argparse
 import sys
-from collections import defaultdict
 from pathlib import Path
 
 import numpy as np
+import pandas as pd
 
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
@@ -21,7 +21,14 @@ sys.path.insert(0, str(ROOT))
 from eebench.plot.data import exit_curve  # noqa: E402
 from eebench.plot.style import task_title  # noqa: E402
 from eebench.run import artifacts as R  # noqa: E402
-from eebench.score import elue_by_seed, load_reference, load_run, raw_points  # noqa: E402
+from eebench.score import (  # noqa: E402
+    Run,
+    elue_by_seed,
+    load_reference,
+    load_run,
+    raw_points,
+    sample_std,
+)
 from eebench.tasks.spec import get_task  # noqa: E402
 
 PAPER_RUNS = ROOT / "benchmarks" / "results" / "elue-minilm"
@@ -40,15 +47,40 @@ def variant(settings: dict) -> str:
     return ", ".join(changed) or "paper (j-weighted loss, shared pooler)"
 
 
-def finished(root: Path, methods: tuple[str, ...] = ("pabee",)) -> list[R.Run]:
+def finished(root: Path, methods: tuple[str, ...] = ("pabee",)) -> list[Run]:
     return [r for r in (load_run(p.parent) for p in sorted(root.rglob(R.SUMMARY_FILE)))
             if r.config.method in methods] if root.is_dir() else []
 
 
-def pm(values: list[float]) -> str:
-    a = np.asarray(values, dtype=float)
-    mean = round(float(a.mean()), 1) + 0.0  # no "-0.0"
-    return f"{mean:.1f} ± {a.std(ddof=1):.1f}" if len(a) > 1 else f"{mean:.1f}"
+def pm(values: pd.Series) -> str:
+    a = values.to_numpy(dtype=float)
+    mean = round(float(np.mean(a)), 1) + 0.0  # no "-0.0"
+    return f"{mean:.1f} ± {sample_std(a):.1f}" if len(a) > 1 else f"{mean:.1f}"
+
+
+def seed_values(run: Run, reference) -> list[dict]:
+    """One row per exit of a run (its dev metric on all samples), and one for its ELUE score."""
+    spec = get_task(run.config.task)
+    name = STATIC if run.config.method == "static" else variant(run.config.method_settings)
+    row = {"task": spec.name, "training": name, "seed": run.config.seed}
+    elue = elue_by_seed(raw_points([run]), reference)[run.config.method][spec.name]
+    exits = exit_curve(run, spec).values(spec.main_metric)
+    return ([{**row, "column": f"exit {j}", "value": v} for j, v in enumerate(exits, 1)]
+            + [{**row, "column": "ELUE score", "value": elue[run.config.seed]}])
+
+
+def task_table(values: pd.DataFrame, seeds: list[int]) -> str:
+    """Per training variant: each exit's metric and the ELUE score, mean ± std over seeds."""
+    runs = values[values.column == "ELUE score"]  # one row per run
+    for name, got in runs.groupby("training")["seed"].agg(lambda s: sorted(s.tolist())).items():
+        if got != seeds:
+            sys.exit(f"{values.task.iat[0]}, {name}: runs for seeds {got}, expected {seeds}")
+    table = values.groupby(["training", "column"], sort=False)["value"].agg(pm).unstack()
+    order = {STATIC: 0, variant({}): 1}
+    table = table.sort_index(key=lambda names: [(order.get(n, 2), n) for n in names])
+    exits = [c for c in values.column.unique() if c != "ELUE score"]
+    return table[[*exits, "ELUE score"]].reset_index().to_markdown(
+        index=False, colalign=["left"] + ["right"] * (len(exits) + 1), disable_numparse=True)
 
 
 def main() -> None:
@@ -65,11 +97,7 @@ def main() -> None:
     paper = [r for r in finished(PAPER_RUNS, ("pabee", "static"))
              if r.config.task in tasks and r.config.seed in seeds]
     reference = load_reference(REFERENCE)
-
-    groups: dict[tuple[str, str], list[R.Run]] = defaultdict(list)
-    for r in paper + variants:
-        name = STATIC if r.config.method == "static" else variant(r.config.method_settings)
-        groups[(r.config.task, name)].append(r)
+    values = pd.DataFrame([row for r in paper + variants for row in seed_values(r, reference)])
 
     lines = [START, "",
              f"Built by `python benchmarks/report_pabee_ablation.py` from {len(paper)} + "
@@ -80,21 +108,7 @@ def main() -> None:
     for task in tasks:
         spec = get_task(task)
         lines += [f"**{task_title(spec.name)}** ({spec.main_metric})", "",
-                  "| training | exit 1 | exit 2 | exit 3 | exit 4 | exit 5 | exit 6 | ELUE score |",
-                  "|---|---:|---:|---:|---:|---:|---:|---:|"]
-        order = {STATIC: 0, variant({}): 1}
-        for (t, name), runs in sorted(groups.items(), key=lambda kv: (order.get(kv[0][1], 2),
-                                                                      kv[0][1])):
-            if t != task:
-                continue
-            if sorted(r.config.seed for r in runs) != seeds:
-                sys.exit(f"{task}, {name}: runs for seeds {[r.config.seed for r in runs]}, "
-                         f"expected {seeds}")
-            per_exit = np.array([exit_curve(r, spec).values(spec.main_metric) for r in runs])
-            elue = elue_by_seed(raw_points(runs), reference)[runs[0].config.method][spec.name]
-            cells = [pm(per_exit[:, j].tolist()) for j in range(per_exit.shape[1])]
-            lines.append(f"| {name} | {' | '.join(cells)} | {pm(list(elue.values()))} |")
-        lines.append("")
+                  task_table(values[values.task == spec.name], seeds), ""]
     lines.append(END)
     block = "\n".join(lines)
     print(block)

@@ -120,7 +120,7 @@ def test_export_of_a_whole_test_file(runs, data_dir, tmp_path):
     report = json.loads(result.stdout)
     assert report["rows"] == 146 == report["expected_rows"] and report["complete"]
     assert "warning" not in result.stderr
-    points = R.read_points(runs["pabee"] / R.POINTS_FILE)
+    points = R.read_run(runs["pabee"]).points
     names = [Path(f["path"]).name for f in report["files"]]
     assert names == [f"wnli_patience-{p.sweep_value:g}.tsv" for p in points]
     assert sorted(p.name for p in tmp_path.iterdir()) == sorted(names)
@@ -155,15 +155,25 @@ def test_export_of_a_subset_and_of_a_static_model(runs, tmp_path):
     assert result.exit_code == 0 and "warning: 20 of 146 test rows" in result.stderr
 
 
-def test_exit_layers_without_the_checkpoints(runs, tmp_path):
-    """Checkpoints moved away: the exits follow from the method, hidden size from the model."""
+def test_runs_written_before_variants_export_the_same_files(runs, tmp_path):
+    """A run in the first schemas (no variants, no hidden size, checkpoints gone) is upgraded on
+    reading: the exits follow from the method, the hidden size from the model."""
     for name in ("pabee", "static", "mean"):
         moved = tmp_path / name
         shutil.copytree(runs[name], moved)
         summary = json.loads((moved / R.SUMMARY_FILE).read_text())
-        summary["checkpoints"] = [str(tmp_path / "gone" / str(i))
-                                  for i in range(len(summary["checkpoints"]))]
+        summary["checkpoints"] = [str(tmp_path / "gone" / v["name"]) for v in summary["variants"]]
+        del summary["variants"]
+        summary["schema_version"] = 1
         (moved / R.SUMMARY_FILE).write_text(json.dumps(summary))
+        lines = (moved / R.POINTS_FILE).read_text().splitlines()
+        old = [{k: v for k, v in json.loads(line).items() if k != "variant"} for line in lines]
+        (moved / R.POINTS_FILE).write_text("".join(json.dumps({**p, "schema_version": 1}) + "\n"
+                                                   for p in old))
+        upgraded = R.read_run(moved)
+        assert [p.variant for p in upgraded.points] == [p.variant
+                                                        for p in R.read_run(runs[name]).points]
+        assert all(v.hidden_size is None for v in upgraded.summary.variants)
         first = export_elue(runs[name], tmp_path / f"{name}-a")
         second = export_elue(moved, tmp_path / f"{name}-b")
         for a, b in zip(first.files, second.files):

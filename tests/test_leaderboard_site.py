@@ -18,18 +18,23 @@ import select
 import shutil
 import subprocess
 import time
+from dataclasses import replace
+from html import escape
 from pathlib import Path
 
+import numpy as np
 import pytest
 
+from eebench.plot import GID_FRONT, GID_METHOD, method_styles
 from eebench.submit.build import build_submission, write_submission
-from eebench.submit.site import build_site, nice_ticks
+from eebench.submit.site import build_site, svg, task_figures
 from tests.test_submit_schema import write_method_runs, write_reference
 
 HOSTILE_NAME = "<script>window.__pwned = 1</script>"
 HOSTILE_MODEL = "<img src=x onerror=\"window.__pwned = 2\">"
+MATH_NAME = "gamma $\\frac{$"  # matplotlib would parse $...$ as math, and fail on this
 # name, params, ELUE shift (the runs' accuracy pattern differs per shift)
-SUBMISSIONS = [("alpha", 30_000_000, 0), ("beta", 50_000_000, 1), ("gamma", 66_000_000, 2),
+SUBMISSIONS = [("alpha", 30_000_000, 0), ("beta", 50_000_000, 1), (MATH_NAME, 66_000_000, 2),
                (HOSTILE_NAME, 100_000_000, 3), ("delta", 200_000_000, 4)]
 
 
@@ -94,7 +99,9 @@ def test_every_submitted_string_is_escaped(site):
 def test_page_is_self_contained_and_allows_only_its_own_code(site):
     html = site["html"]
     assert not re.search(r"""(src|href)\s*=\s*["']?(https?:)?//""", html)
-    assert "@import" not in html and "url(" not in html
+    assert "@import" not in html and not re.search(r"url\((?!#)", html)  # only #fragments
+    # the figures carry no CSS (the CSP allows none but the page's own <style>)
+    assert html.count("<style") == 1 and not re.search(r"<[^>]* style=", html)
     csp = re.search(r'http-equiv="Content-Security-Policy" content="([^"]+)"', html).group(1)
     csp = csp.replace("&#x27;", "'")
     for tag in ("script", "style"):
@@ -104,12 +111,61 @@ def test_page_is_self_contained_and_allows_only_its_own_code(site):
     assert "default-src 'none'" in csp and "unsafe-inline" not in csp
 
 
-def test_pareto_plot_has_every_submission(site):
-    html = site["html"]
-    figure = re.search(r'<figure data-task="rte">.*?</figure>', html, re.S).group(0)
-    assert figure.count('<g class="series"') == len(SUBMISSIONS)
-    assert figure.count("<circle") == 3 * len(SUBMISSIONS)  # three sweep values each
-    assert nice_ticks(0, 3.0005)[-1] >= 3.0005 and nice_ticks(35, 35)[0] <= 35
+def _figure(html: str, task: str) -> str:
+    return re.search(rf'<figure data-task="{task}">.*?</figure>', html, re.S).group(0)
+
+
+def test_each_task_has_eebench_plots_pareto_figure(site):
+    """An inline SVG per task, drawn by eebench.plot: a series per submission (tagged by its
+    gid), the front; submitted names only as escaped XML, never as markup or CSS."""
+    figure = _figure(site["html"], "rte")
+    assert figure.count("<svg") == 1 and f'id="{GID_FRONT}"' in figure
+    series = re.findall(rf'id="{GID_METHOD}([^"]*)"', figure)
+    assert sorted(series) == sorted(escape(n, quote=False) for n, _, _ in SUBMISSIONS)
+    assert "<!--" not in figure and "<metadata" not in figure
+
+
+def test_figures_show_each_submissions_seed_averaged_points(site):
+    """The figure's series are the submissions' points averaged over seeds (the results table,
+    grouped), computed here from the submission files directly."""
+    subs = [(v, v.submission) for v in site["result"].accepted]
+    figures = task_figures(subs)
+    assert list(figures) == ["rte"]
+    ax = figures["rte"].axes[0]
+    lines = {line.get_gid()[len(GID_METHOD):]: line.get_xydata() for line in ax.get_lines()
+             if (line.get_gid() or "").startswith(GID_METHOD)}
+    assert set(lines) == {s.name for _, s in subs}
+    for _, s in subs:
+        by_value: dict[float, list] = {}
+        for run in s.tasks["rte"].runs:
+            for p in run.points:
+                by_value.setdefault(p.sweep_value, []).append((p.mean_flops / 1e6, p.main))
+        expected = sorted(tuple(np.mean(v, axis=0)) for v in by_value.values())
+        np.testing.assert_allclose(lines[s.name], expected)
+    names = [t.get_text() for t in ax.get_legend().get_texts()]
+    assert f"{MATH_NAME} (ELUE {site['elue'][MATH_NAME]:+.2f})" in names  # text, not math
+
+
+def test_submissions_sharing_a_name_get_a_series_each(site):
+    (verdict, sub), = [(v, v.submission) for v in site["result"].accepted[:1]]
+    twin = replace(verdict, path=verdict.path.with_name("twin.json"))
+    ax = task_figures([(verdict, sub), (twin, sub)])["rte"].axes[0]
+    gids = sorted(line.get_gid() for line in ax.get_lines() if line.get_gid())
+    assert gids == sorted([GID_FRONT, f"{GID_METHOD}{sub.name} ({verdict.path.name})",
+                           f"{GID_METHOD}{sub.name} (twin.json)"])
+
+
+def test_names_svg_cannot_hold_are_shown_replaced(site):
+    """XML has no control characters: in a figure they become U+FFFD, not a broken page."""
+    verdict = site["result"].accepted[0]
+    sub = verdict.submission.model_copy(update={"name": "bell\x07 and nul\x00"})
+    fig = task_figures([(verdict, sub)])["rte"]
+    assert f'id="{GID_METHOD}bell\ufffd and nul\ufffd"' in svg(fig, "rte")
+
+
+def test_the_same_submissions_give_the_same_page(site, tmp_path):
+    again = build_site(site["root"] / "submissions", tmp_path / "again")
+    assert again.index.read_bytes() == site["result"].index.read_bytes()
 
 
 # ---------------------------------------------------------------------------------- the browser
@@ -141,6 +197,7 @@ class Chromium:
         os.close(high_r)
         os.close(high_w)
         self.r, self.w, self.buf, self.next_id = ours_r, ours_w, b"", 0
+        self.events: list[dict] = []
         self.session = None
 
     def send(self, method: str, params: dict | None = None, timeout: float = 30.0) -> dict:
@@ -154,6 +211,8 @@ class Chromium:
             while b"\0" in self.buf:
                 raw, self.buf = self.buf.split(b"\0", 1)
                 reply = json.loads(raw)
+                if "method" in reply:  # an event, e.g. Log.entryAdded
+                    self.events.append(reply)
                 if reply.get("id") == self.next_id:
                     if "error" in reply:
                         raise RuntimeError(f"{method}: {reply['error']}")
@@ -171,6 +230,13 @@ class Chromium:
         pages = [t for t in self.send("Target.getTargets")["targetInfos"] if t["type"] == "page"]
         self.session = self.send("Target.attachToTarget",
                                  {"targetId": pages[0]["targetId"], "flatten": True})["sessionId"]
+
+    def csp_violations(self) -> list[str]:
+        """What the page logged about its Content-Security-Policy (Log.enable replays it all)."""
+        self.send("Log.enable")
+        texts = [e["params"]["entry"]["text"] for e in self.events
+                 if e["method"] == "Log.entryAdded"]
+        return [t for t in texts if "Content Security Policy" in t]
 
     def js(self, expression: str):
         result = self.send("Runtime.evaluate", {"expression": expression, "returnByValue": True})
@@ -255,7 +321,18 @@ def test_page_in_headless_chromium(site, tmp_path):
         rejected = browser.js("Array.from(document.querySelectorAll('#rejected li'))"
                               ".map(li => li.textContent)")
         assert len(rejected) == 3 and any("bad-nan.json" in r for r in rejected)
-        assert browser.js("document.querySelectorAll('svg circle').length") == 15
+        # the figures: a series per submission, styled (by attributes), nothing blocked
+        series = "figure[data-task=rte] svg [id^='method:']"
+        assert browser.js(f"document.querySelectorAll({json.dumps(series)}).length") == 5
+        assert browser.js("document.querySelector('figure svg').getBoundingClientRect()"
+                          ".width") > 300
+        color = method_styles(n for n, _, _ in SUBMISSIONS)["alpha"].color
+        stroke = browser.js("getComputedStyle(document.querySelector("
+                            "'[id=\"method:alpha\"] path')).stroke")
+        assert stroke == "rgb({}, {}, {})".format(*bytes.fromhex(color[1:]))
+        assert browser.csp_violations() == []
+        browser.js("document.body.insertAdjacentHTML('beforeend', '<p style=\"color: red\">')")
+        assert browser.csp_violations()  # how a violation would have shown
 
         shot = base64.b64decode(browser.send("Page.captureScreenshot",
                                              {"format": "png"})["data"])

@@ -6,24 +6,20 @@ import json
 import math
 import re
 import subprocess
-import time
 
 import numpy as np
 import pytest
 import torch
 
-from eebench.errors import UsageError
 from eebench.measure import env as env_module
 from eebench.measure.env import environment
 from eebench.measure.params import ParamCounts, count_unique, params_per_exit, params_total
 from eebench.measure.timing import (
     Stopwatch,
-    TimingResult,
     device_description,
     peak_memory_mb,
     reset_peak_memory,
     summarize,
-    time_callable,
 )
 from eebench.models.multi_exit import ExitHead
 from tests import tiny
@@ -142,36 +138,8 @@ def test_stopwatch_on_a_fake_clock():
     assert watch.summary()["p50"] == pytest.approx(3)
 
 
-def test_time_callable_keeps_raw_values_and_skips_warmup():
-    clock = FakeClock()
-    durations = iter([0.5, 0.5, 0.004, 0.001, 0.002, 0.003])  # two warm-up calls first
-    calls = []
-
-    def fn():
-        calls.append(1)
-        clock.sleep(next(durations))
-
-    result = time_callable(fn, repeat=4, warmup=2, clock=clock)
-    assert len(calls) == 6
-    assert result.raw_ms == pytest.approx([4, 1, 2, 3])
-    assert result.stats["mean"] == pytest.approx(2.5)
-    assert result.stats["p50"] == pytest.approx(2.5)
-    assert result.threads == torch.get_num_threads()
-    assert result.device == device_description("cpu") == f"cpu ({torch.get_num_threads()} threads)"
-    assert result.throughput(10) == pytest.approx(10 / 0.0025)
-    assert json.loads(json.dumps(result.to_dict()))["raw_ms"] == pytest.approx([4, 1, 2, 3])
-
-
-def test_time_callable_with_real_sleep():
-    result = time_callable(lambda: time.sleep(0.005), repeat=3, warmup=1)
-    assert len(result.raw_ms) == 3
-    assert min(result.raw_ms) >= 5.0  # sleep waits at least that long
-    assert result.peak_memory_mb is not None and result.peak_memory_mb > 0
-
-
-def test_time_callable_rejects_bad_counts():
-    with pytest.raises(UsageError):
-        time_callable(lambda: None, repeat=0)
+def test_device_description_names_the_threads():
+    assert device_description("cpu") == f"cpu ({torch.get_num_threads()} threads)"
 
 
 def test_cpu_peak_memory_sees_an_allocation():
@@ -187,12 +155,15 @@ def test_cpu_peak_memory_sees_an_allocation():
 @pytest.mark.skipif(not torch.cuda.is_available(), reason="needs a CUDA GPU")
 def test_cuda_timing_and_peak_memory():
     x = torch.randn(1024, 1024, device="cuda")
-    result = time_callable(lambda: x @ x, repeat=5, warmup=2, device="cuda")
-    assert isinstance(result, TimingResult)
-    assert result.device.startswith("cuda: ")
-    assert len(result.raw_ms) == 5 and all(v > 0 for v in result.raw_ms)
-    assert result.peak_memory_mb >= 4  # x and the product: 4 MiB each
-    assert result.peak_memory_reset
+    assert reset_peak_memory("cuda")
+    watch = Stopwatch(device="cuda")
+    for _ in range(5):
+        with watch.time():
+            y = x @ x
+    assert device_description("cuda").startswith("cuda: ")
+    assert len(watch.raw_ms) == 5 and all(v > 0 for v in watch.raw_ms)
+    assert y.shape == x.shape
+    assert peak_memory_mb("cuda") >= 4  # x and the product: 4 MiB each
 
 
 def test_git_state_is_dirty_only_when_the_code_changed(tmp_path):

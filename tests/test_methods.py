@@ -182,7 +182,7 @@ def test_pabee_new_settings_keep_the_paper_runs_names():
     changed = get_method("pabee", loss_weights="equal", shared_pooler=False)
     assert changed.settings == {**paper, "loss_weights": "equal", "shared_pooler": False}
     assert get_method("pabee", **changed.settings).settings == changed.settings
-    assert (get_method("pabee").setting("loss_weights"), changed.setting("loss_weights")) == (
+    assert (get_method("pabee").config.loss_weights, changed.config.loss_weights) == (
         "layer", "equal")
 
 
@@ -295,14 +295,24 @@ def test_method_trains_through_its_stages(name):
 
 
 def test_settings_are_checked():
-    with pytest.raises(UsageError, match="no setting"):
+    with pytest.raises(UsageError, match="setting patience: Extra inputs") as e:
         get_method("pabee", patience=3)
-    with pytest.raises(UsageError):
-        get_method("pabee", regression_threshold="abc")
-    with pytest.raises(UsageError, match="loss_weights must be one of layer, equal"):
+    assert "regression_threshold, loss_weights, shared_pooler" in e.value.hint
+    for bad in ("abc", -0.1, float("nan"), float("inf"), True):
+        with pytest.raises(UsageError, match="^method 'pabee': setting regression_threshold: "):
+            get_method("pabee", regression_threshold=bad)
+    assert get_method("pabee", regression_threshold=0).config.regression_threshold == 0.0
+    with pytest.raises(UsageError) as e:
         get_method("pabee", loss_weights="linear")
-    with pytest.raises(UsageError, match="shared_pooler must be true or false"):
+    assert str(e.value) == ("method 'pabee': setting loss_weights: Input should be 'layer' or "
+                            "'equal'")
+    with pytest.raises(UsageError, match="setting shared_pooler: Input should be a valid bool"):
         get_method("pabee", shared_pooler="no")
+    for bad in ("two", "2", 0, 2.0, True):
+        with pytest.raises(UsageError, match="^method 'static': setting layers: "):
+            get_method("static", layers=bad)
+    with pytest.raises(UsageError, match="setting k: Extra inputs"):
+        get_method("deebert", k=1)
     with pytest.raises(UsageError, match="patience"):
         get_method("pabee").exit_rule(1.5, False)
     with pytest.raises(UsageError) as e:
@@ -317,7 +327,9 @@ def test_cli_lists_the_methods():
     assert {"static", "deebert", "pabee"} <= set(rows)
     assert {n: rows[n]["sweep_param"] for n in ("static", "deebert", "pabee")} == {
         "static": "layers", "deebert": "threshold", "pabee": "patience"}
-    assert rows["deebert"]["supports_regression"] is False and rows["static"]["static"] is True
+    assert rows["deebert"]["supports_regression"] is False
+    assert rows["static"]["trains"].startswith("one model per")
+    assert rows["pabee"]["trains"] == "one model"
     assert rows["pabee"]["settings"] == {
         "regression_threshold": 0.1, "loss_weights": "layer", "shared_pooler": True}
     table = CliRunner().invoke(app, ["methods"])

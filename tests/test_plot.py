@@ -252,3 +252,11 @@ def test_importing_the_plot_command_imports_no_heavy_library():
             "print([m for m in ('matplotlib', 'torch') if m in sys.modules])")
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True)
     assert out.stdout.strip() == "[]"
+
+
+def test_styles_stay_distinct_past_the_palette():
+    """A leaderboard may show more submissions than there are colours: the pairs never repeat."""
+    from eebench.plot import method_styles
+
+    styles = method_styles(f"submission {i:02d}" for i in range(64))
+    assert len({(s.color, s.marker) for s in styles.values()}) == 64

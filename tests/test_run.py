@@ -41,12 +41,17 @@ def test_run_writes_a_complete_run_directory(tmp_path, backbone, data_dir, metho
         assert (run_dir / name).is_file(), name
     cfg = R.RunConfig.model_validate_json((run_dir / R.CONFIG_FILE).read_text())
     assert run_dir.name == cfg.key()
-    points = R.read_points(run_dir / R.POINTS_FILE)
+    run = R.read_run(run_dir)
+    points = run.points
     assert [p.sweep_value for p in points] == cfg.sweep
     arrays = load_file(str(run_dir / R.PREDICTIONS_FILE))
     assert arrays["exit_layer"].shape == (len(points), 20)
     assert arrays["prediction"].dtype == arrays["labels"].dtype == np.int16  # compact class ids
     assert arrays["exit_logits"].shape[:2] == (3, 20)
+    [variant] = run.summary.variants  # one model, an exit after each of its 3 layers
+    assert (variant.name, variant.exit_layers, variant.logits_key) == ("all", [1, 2, 3],
+                                                                       "exit_logits")
+    assert variant.hidden_size == 32 and variant.pooling == cfg.pooling
     for row, p in enumerate(points):
         assert sum(p.exit_histogram) == p.n_samples == 20
         layers = arrays["exit_layer"][row]
@@ -79,7 +84,10 @@ def test_static_run_trains_one_model_per_k(tmp_path, backbone, data_dir, monkeyp
     assert [p["sweep_value"] for p in points] == [1.0, 3.0]
     assert [p["avg_exit_layer"] for p in points] == [1.0, 3.0]
     assert points[0]["mean_flops"] < points[1]["mean_flops"]
-    assert len(out["summary"]["checkpoints"]) == 2
+    variants = out["summary"]["variants"]
+    assert [(v["name"], v["exit_layers"], v["logits_key"]) for v in variants] == [
+        ("k1", [1], "exit_logits_k1"), ("k3", [3], "exit_logits_k3")]
+    assert [p["variant"] for p in points] == ["k1", "k3"]
 
 
 def test_pooling_is_part_of_the_run_and_its_checkpoint(tmp_path, backbone, data_dir,
@@ -89,7 +97,9 @@ def test_pooling_is_part_of_the_run_and_its_checkpoint(tmp_path, backbone, data_
     run_dir = tmp_path / "runs" / mean["run_dir"].split("runs/", 1)[1]
     cfg = R.RunConfig.model_validate_json((run_dir / R.CONFIG_FILE).read_text())
     assert cfg.pooling == "mean" and run_dir.name == cfg.key()
-    [checkpoint] = mean["summary"]["checkpoints"]
+    [variant] = mean["summary"]["variants"]
+    assert variant["pooling"] == "mean" and variant["name"] == "all"
+    checkpoint = variant["checkpoint"]
     model_config = json.loads((tmp_path / checkpoint / "model_config.json").read_text())
     assert model_config["pooling"] == "mean"
     for p in mean["points"]:  # real dynamic inference on mean-pooled heads agrees
@@ -104,7 +114,7 @@ def test_pooling_is_part_of_the_run_and_its_checkpoint(tmp_path, backbone, data_
     cls_dir = tmp_path / "runs" / cls["run_dir"].split("runs/", 1)[1]
     assert R.RunConfig.model_validate_json((cls_dir / R.CONFIG_FILE).read_text()).pooling == "cls"
     assert cls_dir.parent == run_dir.parent and cls_dir != run_dir
-    assert cls["summary"]["checkpoints"] != mean["summary"]["checkpoints"]
+    assert cls["summary"]["variants"][0]["checkpoint"] != checkpoint
 
 
 def test_training_options_name_the_run_like_a_configs(tmp_path, backbone, data_dir,
@@ -114,7 +124,7 @@ def test_training_options_name_the_run_like_a_configs(tmp_path, backbone, data_d
                  "--batch-size", "8", "--group-by-length")
     run_dir = tmp_path / "runs" / flags["run_dir"].split("runs/", 1)[1]
     train = R.RunConfig.model_validate_json((run_dir / R.CONFIG_FILE).read_text()).train
-    assert (train["lr"], train["batch_size"], train["group_by_length"]) == (1e-4, 8, True)
+    assert (train.lr, train.batch_size, train.group_by_length) == (1e-4, 8, True)
     toml = tmp_path / "bench.toml"
     toml.write_text("[train]\nlr = 1e-4\nbatch_size = 8\ngroup_by_length = true\n")
     same = _run(tmp_path, backbone, data_dir, "--method", "pabee", "--no-timing",
@@ -162,6 +172,8 @@ def test_config_grid_skips_pairs_a_method_cannot_run(tmp_path, backbone, data_di
 
 def test_config_task_budgets_and_a_second_process_on_the_same_grid(tmp_path, backbone, data_dir):
     from eebench.run import execute as run_module
+    from eebench.run.config import load_config
+    from eebench.run.grid import expand
 
     cfg = tmp_path / "bench.toml"
     cfg.write_text(
@@ -174,10 +186,8 @@ def test_config_task_budgets_and_a_second_process_on_the_same_grid(tmp_path, bac
     args = ["run", "--config", str(cfg), "--data-dir", str(data_dir), "--json",
             "--out", str(tmp_path / "runs"), "--checkpoints", str(tmp_path / "ckpt")]
     # Another process holds the RTE run: this one skips it and runs the rest.
-    rte_cfg = run_module.make_run_config(
-        "pabee", "rte", str(backbone), "dev", 42, {}, None,
-        {"max_train_samples": 24, "epochs": 1, "group_by_length": True}, 40, 12, "mac2-matmul",
-        {"enabled": True, "samples": 4, "batch_sizes": [1, 32], "warmup": 5, "repeats": 1})
+    rte_cfg = expand(load_config(cfg)).runs[0]  # seed by seed, task by task: RTE first
+    assert (rte_cfg.task, rte_cfg.max_seq_length, rte_cfg.timing.samples) == ("rte", 40, 4)
     rte_dir = run_module.run_dir_for(rte_cfg, tmp_path / "runs")
     held = run_module._claim(rte_dir)
     assert held is not None and run_module._claim(rte_dir) is None
@@ -196,7 +206,7 @@ def test_config_task_budgets_and_a_second_process_on_the_same_grid(tmp_path, bac
     assert done[0]["run_dir"] == str(rte_dir)
     rc = R.RunConfig.model_validate_json((rte_dir / R.CONFIG_FILE).read_text())
     assert rc.max_seq_length == 40 and rc.max_eval_samples == 12
-    assert rc.train["max_train_samples"] == 24 and rc.train["epochs"] == 1
+    assert rc.train.max_train_samples == 24 and rc.train.epochs == 1
     assert done[0]["summary"]["n_samples"] == 12
     assert not (rte_dir / run_module.LOCK_FILE).exists()
     cfg.write_text(cfg.read_text() + '[tasks_settings.rtee]\nmax_seq_length = 8\n')
@@ -232,7 +242,7 @@ def test_a_test_split_run_holds_no_labels(tmp_path, backbone, data_dir):
         assert result.exit_code == 0, result.output + str(result.exception)
         run_dir = Path(json.loads(result.stdout)["run_dir"])
         found[split] = (load_file(str(run_dir / R.PREDICTIONS_FILE)),
-                        R.read_points(run_dir / R.POINTS_FILE))
+                        R.read_run(run_dir).points)
     arrays, points = found["dev"]
     assert "labels" in arrays and all(p.metrics for p in points)
     arrays, points = found["test"]

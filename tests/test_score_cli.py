@@ -7,7 +7,9 @@ curve and the points are chosen so that every ELUE score has a known answer work
 from __future__ import annotations
 
 import csv
+import errno
 import json
+import os
 from pathlib import Path
 
 import numpy as np
@@ -26,6 +28,7 @@ from eebench.run.artifacts import (
     OperatingPoint,
     RunConfig,
     RunSummary,
+    VariantRecord,
     write_points,
 )
 
@@ -62,7 +65,8 @@ def write_run(
         correct[rng.permutation(N)[: int(round(acc / 100 * N))]] = True
         preds.append(np.where(correct, labels, 1 - labels))
         ops.append(OperatingPoint(
-            method=method, task=task, split=split, seed=seed, sweep_param=sweep_param,
+            method=method, variant=f"k{int(value)}" if method == "static" else "all", task=task,
+            split=split, seed=seed, sweep_param=sweep_param,
             sweep_value=value, n_samples=N, num_layers=num_layers,
             metrics={"accuracy": acc}, main_metric="accuracy", main=acc, avg_exit_layer=layer,
             exit_histogram=[N if i == layer else 0 for i in range(1, num_layers + 1)],
@@ -77,9 +81,20 @@ def write_run(
               str(run / PREDICTIONS_FILE))
     write_json(run / SUMMARY_FILE, RunSummary(
         model=model, method=method, task=task, split=split, seed=seed, config_hash=config.key(),
-        n_samples=N, num_points=len(points),
+        n_samples=N, num_points=len(points), variants=variants(method, config.sweep, num_layers),
     ))
     return run
+
+
+def variants(method: str, sweep: list[float], num_layers: int) -> list[VariantRecord]:
+    """What `eebench run` records: one model per k for static, else one with an exit per layer."""
+    if method == "static":
+        return [VariantRecord(name=f"k{int(k)}", sweep_values=[k], exit_layers=[int(k)],
+                              hidden_size=8, pooling="cls", logits_key=f"exit_logits_k{int(k)}")
+                for k in sweep]
+    return [VariantRecord(name="all", sweep_values=sweep,
+                          exit_layers=list(range(1, num_layers + 1)), hidden_size=8,
+                          pooling="cls", logits_key="exit_logits")]
 
 
 def static_points(offset: float) -> list[tuple[float, float, float]]:
@@ -93,13 +108,17 @@ PABEE_CLAMP = (5.5 - 0.5 - 1.0) / 3
 PABEE_LINEAR = (5.5 - 0.5 + 0.5) / 3
 
 
-@pytest.fixture
-def runs(tmp_path: Path) -> Path:
-    root = tmp_path / "runs"
+def write_runs(root: Path) -> Path:
+    """Two seeds of static k = 1..6 and of pabee's three thresholds."""
     for seed, offset in ((0, -0.5), (1, 0.5)):
         write_run(root, "static", static_points(offset), seed=seed)
         write_run(root, "pabee", PABEE, seed=seed)
     return root
+
+
+@pytest.fixture
+def runs(tmp_path: Path) -> Path:
+    return write_runs(tmp_path / "runs")
 
 
 def invoke(*args: str):
@@ -177,6 +196,38 @@ def test_score_without_reference_prints_fronts(runs: Path, tmp_path: Path):
     assert len(rows) == 6 + 3  # seeds averaged: 6 static k, 3 pabee thresholds
     assert {r["method"] for r in rows} == {"static", "pabee"}
     assert all(r["elue_delta"] == "" for r in rows)
+
+
+def test_score_csv_keeps_its_columns(runs: Path, tmp_path: Path):
+    out = tmp_path / "points.csv"
+    assert invoke("score", runs, "--csv", out).exit_code == 0
+    rows = list(csv.DictReader(out.open(newline="")))
+    assert list(rows[0])[:12] == ["task", "method", "sweep_param", "sweep_value", "n_seeds",
+                                  "mflops", "mflops_std", "main_metric", "main", "main_std",
+                                  "pareto", "elue_delta"]  # new columns come after these
+    pabee = next(r for r in rows if r["method"] == "pabee" and r["sweep_value"] == "0.1")
+    assert [pabee[k] for k in ("n_seeds", "mflops", "main", "pareto", "split", "num_layers")] \
+        == ["2", "15.0", "70.0", "1", "dev", "6"]
+
+
+@pytest.mark.parametrize("failure", ["parent is a file", "disk full"])
+def test_score_csv_is_written_whole_or_not_at_all(runs: Path, tmp_path: Path, monkeypatch,
+                                                   failure: str):
+    out = tmp_path / "out" / "points.csv"
+    out.parent.mkdir()
+    out.write_text("the previous file\n")
+    if failure == "parent is a file":
+        out = tmp_path / "out" / "points.csv" / "points.csv"
+    else:  # the first half is written, then the disk is full
+        def write_half(self, text, *args, **kwargs):
+            Path.write_bytes(self, text[: len(text) // 2].encode())
+            raise OSError(errno.ENOSPC, os.strerror(errno.ENOSPC))
+
+        monkeypatch.setattr(Path, "write_text", write_half)
+    line = one_line_error(invoke("score", runs, "--csv", out))
+    assert line.startswith(f"error: {out}: cannot write the CSV file (")
+    assert (tmp_path / "out" / "points.csv").read_text() == "the previous file\n"
+    assert [p.name for p in (tmp_path / "out").iterdir()] == ["points.csv"]  # no temporary
 
 
 def test_score_accepts_globs_and_single_dirs(runs: Path):

@@ -75,6 +75,7 @@ def run(tmp: Path, method: str, task: str, seed: int, rows: list[tuple[float, fl
                        sweep=[r[0] for r in rows], max_seq_length=64, flops_convention="c")
     points = [
         OperatingPoint(method=method, task=task, split=split, seed=seed,
+                       variant=f"k{int(v)}" if method == "static" else "all",
                        sweep_param="layers" if method == "static" else "threshold",
                        sweep_value=v, n_samples=10, num_layers=4, metrics={"accuracy": acc},
                        main_metric="accuracy", main=acc, avg_exit_layer=v if method == "static"

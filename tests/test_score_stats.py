@@ -19,7 +19,8 @@ def make_run(method: str, seed: int, rows: list[tuple[float, float, float]], *,
     config = RunConfig(model="m", method=method, task=task, split="dev", seed=seed,
                        sweep=[r[0] for r in rows], max_seq_length=64, flops_convention="c")
     points = [
-        OperatingPoint(method=method, task=task, split="dev", seed=seed, sweep_param="threshold",
+        OperatingPoint(method=method, variant="all", task=task, split="dev", seed=seed,
+                       sweep_param="threshold",
                        sweep_value=v, n_samples=10, num_layers=4, metrics={"accuracy": acc},
                        main_metric="accuracy", main=acc, avg_exit_layer=2.0,
                        exit_histogram=[0, 10, 0, 0], flops_convention="c", mean_flops=flops,

@@ -67,7 +67,7 @@ def test_submit_writes_a_valid_submission_with_the_elue_score(runs, data_dir, tm
     assert data["method"]["name"] == "pabee" and data["method"]["sweep_param"] == "patience"
     task = data["tasks"]["rte"]
     for run_dir, entry in zip(runs["pabee"], task["runs"]):
-        points = R.read_points(run_dir / R.POINTS_FILE)
+        points = R.read_run(run_dir).points
         assert [p["sweep_value"] for p in entry["points"]] == [p.sweep_value for p in points]
         assert [p["mean_flops"] for p in entry["points"]] == [p.mean_flops for p in points]
         assert [p["main"] for p in entry["points"]] == [p.main for p in points]

@@ -68,7 +68,8 @@ def write_run(root: Path, method: str, seed: int, exit_layers: list[list[int]],
                           latency_ms={"p50": 1.5, "mean": 1.6}, throughput=600.0,
                           peak_memory_mb=100.0, raw_ms=[1.5, 1.7])
         points.append(R.OperatingPoint(
-            method=method, task=task, split="dev", seed=seed, sweep_param=sweep_param,
+            method=method, variant=_variant(method, value), task=task, split="dev", seed=seed,
+            sweep_param=sweep_param,
             sweep_value=value, n_samples=len(LABELS), num_layers=LAYERS,
             metrics={"accuracy": acc}, main_metric="accuracy", main=acc,
             avg_exit_layer=float(layers[p].mean()),
@@ -78,6 +79,8 @@ def write_run(root: Path, method: str, seed: int, exit_layers: list[list[int]],
             layer_saving=1 - layers[p].mean() / LAYERS, params_total=params,
             params_mean_used=float(params) * 0.9, timings=[timing],
         ))
+    static = method == "static"
+    n_variants = len(sweep) if static else 1
     write_json(run_dir / R.CONFIG_FILE, cfg)
     write_json(run_dir / R.ENV_FILE, ENV)
     R.write_points(run_dir / R.POINTS_FILE, points)
@@ -86,8 +89,17 @@ def write_run(root: Path, method: str, seed: int, exit_layers: list[list[int]],
     atomic_write_text(run_dir / R.IDS_FILE, "".join(f"{i}\n" for i in range(len(LABELS))))
     write_json(run_dir / R.SUMMARY_FILE, R.RunSummary(
         model=model, method=method, task=task, split="dev", seed=seed,
-        config_hash=cfg.key(), n_samples=len(LABELS), num_points=len(points)))
+        config_hash=cfg.key(), n_samples=len(LABELS), num_points=len(points),
+        variants=[R.VariantRecord(name=_variant(method, v), sweep_values=[v] if static else sweep,
+                                  exit_layers=[int(v)] if static else list(range(1, LAYERS + 1)),
+                                  hidden_size=32, pooling="cls",
+                                  logits_key=R.logits_key(_variant(method, v), n_variants))
+                  for v in (sweep if static else sweep[:1])]))
     return run_dir
+
+
+def _variant(method: str, value: float) -> str:
+    return f"k{int(value)}" if method == "static" else "all"
 
 
 PABEE_LAYERS = [[1, 1, 2, 1, 1, 2, 1, 1, 3, 1], [2, 2, 2, 1, 2, 3, 2, 2, 3, 2],
@@ -153,7 +165,7 @@ def test_submission_content_follows_the_runs(tiny, data_dir):
         assert entry.config_hash == cfg.key()
         pred = (run_dir / R.PREDICTIONS_FILE).read_bytes()
         assert entry.predictions_sha256 == hashlib.sha256(pred).hexdigest()
-        points = R.read_points(run_dir / R.POINTS_FILE)
+        points = R.read_run(run_dir).points
         assert [p.mean_flops for p in entry.points] == [p.mean_flops for p in points]
         assert [p.exit_histogram for p in entry.points] == [p.exit_histogram for p in points]
         assert entry.points[0].timings[0].latency_ms == {"p50": 1.5, "mean": 1.6}

@@ -58,7 +58,7 @@ def rte(data_dir):
 
 def _train(method, rte, tiny_model, out, on_step=None, **overrides):
     spec, tr, dev = rte
-    cfg = TrainConfig(**{**SMALL, **overrides})
+    cfg = TrainConfig.parse({**SMALL, **overrides})
     return train(get_method(method), spec, tiny_model, tr, dev, cfg, out, on_step=on_step)
 
 
@@ -250,7 +250,7 @@ def test_optimizer_state_round_trips_without_pickle(tmp_path):
 
 
 def test_invalid_requests_are_refused_before_any_work(rte, tiny_model, tmp_path, data_dir):
-    with pytest.raises(UsageError, match="max-train-samples"):
+    with pytest.raises(UsageError, match="training setting max_train_samples"):
         _train("pabee", rte, tiny_model, tmp_path, max_train_samples=0)
     stsb = get_task("stsb")
     tr = load_split(stsb, "dev", data_dir)
@@ -307,25 +307,28 @@ def test_classification_checkpoints_do_not_hash_the_regression_bias(rte):
     cfg = TrainConfig(max_train_samples=16)
     config = run_config(get_method("pabee"), spec, "minilm-l6", tr.take(16, 42), cfg, "mean")
     assert "regression_bias_init" not in config["train"]
-    from eebench.run.execute import make_run_config
+    from eebench.run.config import BenchConfig
+    from eebench.run.grid import run_config_for
 
     def run_train(task: str) -> dict:
-        return make_run_config("pabee", task, "minilm-l6", "dev", 1, {}, [1.0], {}, 64, None,
-                               "mac2-matmul", {}).train
+        config = BenchConfig(sweeps={"pabee": [1.0]}, max_seq_length=64)
+        return run_config_for(config, "pabee", task, 1).model_dump()["train"]
 
     assert run_train("stsb")["regression_bias_init"] == "label_mean"  # in the run's name
     assert "regression_bias_init" not in run_train("rte")
     with pytest.raises(UsageError, match="regression_bias_init"):
-        TrainConfig(regression_bias_init="median").validate()
+        TrainConfig.parse({"regression_bias_init": "median"})
 
 
 def test_a_registered_backbone_brings_its_learning_rate(tiny_model):
     from eebench.models.backbones import recommended_lr
-    from eebench.run.execute import make_run_config
+    from eebench.run.config import BenchConfig
+    from eebench.run.grid import run_config_for
 
     def run_train(model: str, train: dict) -> dict:
-        return make_run_config("pabee", "rte", model, "dev", 1, {}, [1.0], train, 64, None,
-                               "mac2-matmul", {}, pooling="mean").train
+        config = BenchConfig(model=model, pooling="mean", sweeps={"pabee": [1.0]},
+                             max_seq_length=64, train=train)
+        return run_config_for(config, "pabee", "rte", 1).model_dump()["train"]
 
     assert recommended_lr("minilm-l6") == 1e-4 and recommended_lr("bert-base") is None
     assert run_train("minilm-l6", {})["lr"] == 1e-4  # recorded: part of the run's name
@@ -339,8 +342,11 @@ def test_stage_settings():
     assert cfg.for_stage("a", heads_only=True).lr == 1e-3
     b = cfg.for_stage("b", heads_only=True)
     assert (b.lr, b.epochs) == (3e-4, 1)
-    with pytest.raises(UsageError, match="cannot override"):
-        TrainConfig(stage_overrides={"a": {"batch_size": 4}}).validate()
+    assert cfg.for_stage("b", heads_only=True).weight_decay == cfg.weight_decay  # not overridden
+    with pytest.raises(UsageError, match="stage_overrides.a.batch_size"):
+        TrainConfig.parse({"stage_overrides": {"a": {"batch_size": 4}}})
+    with pytest.raises(UsageError, match="stage_overrides.a.lr: Input should be a finite"):
+        TrainConfig.parse({"stage_overrides": {"a": {"lr": float("inf")}}})
 
 
 # ---------------------------------------------------------------------------------------- CLI
@@ -383,7 +389,7 @@ def test_cli_usage_errors_exit_2(tiny_model, data_dir, tmp_path):
     base = ["--task", "rte", "--model", tiny_model, "--data-dir", str(data_dir),
             "--out", str(tmp_path)]
     result = _cli("--method", "pabee", *base, "--max-train-samples", "0")
-    assert result.exit_code == 2 and "max-train-samples" in result.stderr
+    assert result.exit_code == 2 and "max_train_samples" in result.stderr
     result = _cli("--method", "deebert", "--task", "stsb", "--data-dir", str(data_dir),
                   "--model", tiny_model, "--out", str(tmp_path))
     assert result.exit_code == 2
@@ -393,5 +399,5 @@ def test_cli_usage_errors_exit_2(tiny_model, data_dir, tmp_path):
     result = _cli("--method", "pabee", *base, "--stage", "joint.batch_size=4")
     assert result.exit_code == 2
     result = _cli("--method", "pabee", *base, "--pooling", "max")
-    assert result.exit_code == 2 and "unknown pooling" in result.stderr
+    assert result.exit_code == 2 and "pooling" in result.stderr
     assert not any(tmp_path.iterdir())

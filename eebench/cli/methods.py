@@ -25,7 +25,7 @@ def methods(as_json: bool = JsonOption) -> None:
         table.add_column(col, overflow="fold")
     for r in rows:
         settings = " ".join(f"{k}={v}" for k, v in r["settings"].items()) or "—"
-        sweep = r["sweep_param"] + (" (one model per value)" if r["static"] else "")
+        sweep = f"{r['sweep_param']} ({r['trains']})"
         table.add_row(r["name"], sweep, "yes" if r["supports_regression"] else "no", settings,
                       r["paper"])
     err_console.print(table)
@@ -48,7 +48,7 @@ def backbones(as_json: bool = JsonOption) -> None:
     from eebench.train.config import TrainConfig
 
     rows = [{"name": name, "description": b.description, "pooling": pooling(name),
-             "lr": b.lr or TrainConfig.lr} for name, b in BACKBONES.items()]
+             "lr": b.lr or TrainConfig().lr} for name, b in BACKBONES.items()]
     if as_json:
         print_json(rows)
         return

@@ -3,13 +3,16 @@
 from __future__ import annotations
 
 from pathlib import Path
-from typing import Annotated
+from typing import TYPE_CHECKING, Annotated
 
 import typer
 
 from eebench.cli.app import app
 from eebench.cli.common import DataDirOption, JsonOption, err_console, print_json, resolve_data_dir
 from eebench.errors import UsageError
+
+if TYPE_CHECKING:
+    from eebench.run.config import BenchConfig
 
 
 def parse_sweep(raw: str | None) -> list[float] | None:
@@ -94,73 +97,51 @@ def run_command(
     finished run.
     """
     from eebench.cli.train import parse_settings
-    from eebench.run.config import load_config
+    from eebench.run.config import load_config, merge
 
     cfg = load_config(config)
     methods = method or cfg.methods
-    tasks = task or cfg.tasks
-    if not methods or not tasks:
+    settings = parse_settings(setting or [])
+    sweep_values = parse_sweep(sweep)
+    cfg = merge(cfg, {  # the flags given (None: not given) over the config's settings
+        "methods": method or None, "tasks": task or None, "seeds": seed or None,
+        "model": model, "pooling": pooling, "split": split,
+        "data_dir": data_dir and str(data_dir), "out": out and str(out),
+        "checkpoints": checkpoints and str(checkpoints),
+        "max_seq_length": max_seq_length, "max_eval_samples": max_eval_samples,
+        "train": {"max_train_samples": max_train_samples, "epochs": epochs, "lr": lr,
+                  "batch_size": batch_size, "group_by_length": group_by_length,
+                  "precision": precision},
+        "timing": {"samples": time_samples, "enabled": False if no_timing else None},
+        "methods_settings": {m: settings for m in methods} if settings else None,
+        "sweeps": {m: sweep_values for m in methods} if sweep_values else None,
+    })
+    if not cfg.methods or not cfg.tasks:
         raise UsageError("say what to run: --method and --task, or a --config with methods "
                          "and tasks")
-    train = {}  # command-line training settings, over the config's (and its tasks')
-    for key, value in (("max_train_samples", max_train_samples), ("epochs", epochs),
-                       ("lr", lr), ("batch_size", batch_size),
-                       ("group_by_length", group_by_length), ("precision", precision)):
-        if value is not None:
-            train[key] = value
-    timing = cfg.timing.model_dump()
-    if time_samples is not None:
-        timing["samples"] = time_samples
-    if no_timing:
-        timing["enabled"] = False
-    settings = parse_settings(setting or [])
-    # Seed by seed, task by task: a benchmark stopped half-way has whole seeds to show.
-    jobs = [(m, t, s) for s in (seed or cfg.seeds) for t in tasks for m in methods]
-    _run_jobs(jobs, cfg, model or cfg.model, pooling or cfg.pooling, split or cfg.split, settings,
-              parse_sweep(sweep), train, max_seq_length, max_eval_samples, timing,
-              resolve_data_dir(data_dir or (Path(cfg.data_dir) if cfg.data_dir else None)),
-              out or Path(cfg.out), checkpoints or Path(cfg.checkpoints), overwrite, json_out,
-              grid=len(methods) * len(tasks) > 1 or not (method and task))
+    # A grid skips the pairs a method cannot run; one pair named on the command line is refused.
+    _run_grid(cfg, overwrite, json_out,
+              skip_unrunnable=len(cfg.methods) * len(cfg.tasks) > 1 or not (method and task))
 
 
-def _run_jobs(jobs, cfg, model, pooling, split, settings, sweep, train, max_seq_length,
-              max_eval_samples, timing, data_dir, out, checkpoints, overwrite, json_out,
-              grid: bool = False) -> None:
+def _run_grid(cfg: BenchConfig, overwrite: bool, json_out: bool, skip_unrunnable: bool) -> None:
+    """Expand the config into its runs (every one validated before any work), then run them."""
     from eebench.cli.common import progress
-    from eebench.methods.base import get_method
-    from eebench.run.execute import RunOptions, execute, make_run_config
-    from eebench.tasks.spec import get_task
+    from eebench.run.execute import RunOptions, execute
+    from eebench.run.grid import expand
 
-    if grid:  # a config's grid skips the pairs a method cannot run (entropy on regression)
-        runnable = [(m, t, s) for m, t, s in jobs
-                    if get_method(m).supports_regression or not get_task(t).is_regression]
-        for m, t in sorted({(m, t) for m, t, _ in jobs} - {(m, t) for m, t, _ in runnable}):
-            err_console.print(f"[yellow]skipped[/] {m} on {t}: {m} cannot do regression")
-        jobs = runnable
-        if not jobs:
-            raise UsageError("nothing to run: the config's methods cannot do any of its tasks")
-    budgets = {get_task(name).name: name for name in cfg.tasks_settings}  # also checks names
-
-    def budget(task: str):
-        return cfg.for_task(budgets.get(get_task(task).name, task))
-
-    # Validate every job before any work: a typo in the last task should not wait for hours.
-    configs = []
-    for m, t, s in jobs:
-        b = budget(t)
-        configs.append(make_run_config(
-            m, t, model, split, s, {**cfg.methods_settings.get(m, {}), **settings},
-            sweep if sweep is not None else cfg.sweeps.get(m), {**b.train, **train},
-            max_seq_length or b.max_seq_length,
-            # A config's evaluation budget is for dev; test predictions cover every row.
-            max_eval_samples or (b.max_eval_samples if split == "dev" else None),
-            cfg.flops_convention, timing, pooling))
+    expanded = expand(cfg, skip_unrunnable)
+    for m, t in expanded.skipped:
+        err_console.print(f"[yellow]skipped[/] {m} on {t}: {m} cannot do regression")
+    if not expanded.runs:
+        raise UsageError("nothing to run: the config's methods cannot do any of its tasks")
+    data_dir = resolve_data_dir(Path(cfg.data_dir) if cfg.data_dir else None)
     summaries = []
     with progress(transient=True) as bar:
-        opts = RunOptions(data_dir=data_dir, out=out, checkpoints=checkpoints,
-                          overwrite=overwrite, eval_batch_size=cfg.eval_batch_size,
-                          console=err_console, progress=bar)
-        for rc in configs:
+        opts = RunOptions(data_dir=data_dir, out=Path(cfg.out),
+                          checkpoints=Path(cfg.checkpoints), overwrite=overwrite,
+                          eval_batch_size=cfg.eval_batch_size, console=err_console, progress=bar)
+        for rc in expanded.runs:
             err_console.print(f"[bold]run[/] {rc.method} on {rc.task} (seed {rc.seed}, "
                               f"{rc.pooling} pooling)")
             run_dir = execute(rc, opts)
@@ -169,7 +150,8 @@ def _run_jobs(jobs, cfg, model, pooling, split, settings, sweep, train, max_seq_
                 continue
             summaries.append(_report(run_dir, json_out))
     if json_out:
-        print_json(summaries[0] if len(summaries) == 1 and len(configs) == 1 else summaries)
+        one = len(summaries) == 1 and len(expanded.runs) == 1
+        print_json(summaries[0] if one else summaries)
 
 
 def _report(run_dir: Path, json_out: bool) -> dict:
@@ -177,8 +159,8 @@ def _report(run_dir: Path, json_out: bool) -> dict:
 
     from eebench.run import artifacts as R
 
-    points = R.read_points(run_dir / R.POINTS_FILE)
-    summary = R.RunSummary.model_validate_json((run_dir / R.SUMMARY_FILE).read_text())
+    run = R.read_run(run_dir)
+    points, summary = run.points, run.summary
     if not json_out:
         t = Table(title=f"{summary.method} · {summary.task} · {summary.split} · seed "
                         f"{summary.seed}  ({run_dir})")

@@ -7,7 +7,6 @@ exit code 1, raised by eebench.score and printed at the CLI boundary.
 
 from __future__ import annotations
 
-import csv
 import math
 from enum import Enum
 from pathlib import Path
@@ -18,6 +17,7 @@ import typer
 from eebench.cli.app import app, make_app
 from eebench.cli.common import err_console, print_json
 from eebench.errors import EebenchError, UsageError
+from eebench.io import atomic_write_text
 
 
 class Extrapolate(str, Enum):
@@ -57,7 +57,8 @@ def score_command(
     )] = Extrapolate.clamp,
     json_out: Annotated[bool, typer.Option("--json", help="Print JSON to stdout.")] = False,
     csv_path: Annotated[Path | None, typer.Option(
-        "--csv", help="Also write one row per operating point to this CSV file.",
+        "--csv", help="Also write one row per (seed-averaged) operating point to this CSV "
+        "file, written whole or not at all.",
         show_default=False,
     )] = None,
     compare: Annotated[tuple[str, str] | None, typer.Option(
@@ -84,11 +85,12 @@ def score_command(
         sc.compare_methods(points, compare[0], compare[1], n_resamples=n_resamples, seed=seed)
         if compare else []
     )
+    if csv_path is not None:  # before the tables: a file that cannot be written is one line
+        _write_csv(report, csv_path)
     _print_report(report, len(loaded), by_seed or {})
     if comparisons:
         _print_comparisons(comparisons, compare)
     if csv_path is not None:
-        _write_csv(report, csv_path)
         err_console.print(f"wrote {csv_path}")
     if json_out:
         data = report.to_dict()
@@ -101,11 +103,11 @@ def score_command(
 
 def _elue_cell(value: float | None, per_seed: dict[int, float]) -> str:
     """The seed-averaged ELUE score, ± the spread of the seeds' own scores when there are two."""
-    import numpy as np
+    from eebench.score import sample_std
 
     text = _fmt(value, signed=True)
     if text != "-" and len(per_seed) > 1:
-        text += f" ± {np.std(list(per_seed.values()), ddof=1):.2f}"
+        text += f" ± {sample_std(list(per_seed.values())):.2f}"
     return text
 
 
@@ -199,22 +201,12 @@ def _print_comparisons(comparisons, names: tuple[str, str]) -> None:
     err_console.print(table)
 
 
-CSV_FIELDS = ("task", "method", "sweep_param", "sweep_value", "n_seeds", "mflops", "mflops_std",
-              "main_metric", "main", "main_std", "pareto", "elue_delta")
-
-
 def _write_csv(report, path: Path) -> None:
+    """One row per seed-averaged point (ScoreReport.to_dataframe), written whole or not at all."""
     try:
-        with open(path, "w", newline="", encoding="utf-8") as f:
-            w = csv.writer(f)
-            w.writerow(CSV_FIELDS)
-            for t in report.tasks.values():
-                for p, on, d in zip(t.points, t.on_front, t.deltas, strict=True):
-                    w.writerow([t.task, p.label, p.sweep_param, p.sweep_value, len(p.seeds),
-                                p.mflops, p.flops_std / 1e6, t.main_metric, p.main, p.main_std,
-                                int(on), "" if d is None else d])
+        atomic_write_text(path, report.to_dataframe().to_csv(index=False))
     except OSError as e:
-        raise EebenchError(f"{path}: cannot write the CSV file ({e.strerror})") from None
+        raise EebenchError(f"{path}: cannot write the CSV file ({e.strerror or e})") from None
 
 
 @reference_app.command("build")

@@ -40,18 +40,15 @@ def parse_settings(items: list[str]) -> dict[str, Any]:
 
 
 def parse_stage_overrides(items: list[str]) -> dict[str, dict[str, Any]]:
-    """`--stage NAME.FIELD=VALUE` items -> {NAME: {FIELD: VALUE}}."""
+    """`--stage NAME.FIELD=VALUE` items -> {NAME: {FIELD: VALUE}} (TrainConfig checks them)."""
     out: dict[str, dict[str, Any]] = {}
     for item in items:
         target, sep, value = item.partition("=")
-        name, dot, fieldname = target.rpartition(".")
-        if not sep or not dot or not name or fieldname not in STAGE_FIELDS:
+        name, _, fieldname = target.rpartition(".")
+        if not sep or not name or not fieldname:
             raise UsageError(f"--stage {item!r} is not STAGE.FIELD=VALUE",
                              hint=f"FIELD is one of: {', '.join(STAGE_FIELDS)}")
-        number = parse_value(value.strip())
-        if isinstance(number, bool) or not isinstance(number, int | float):
-            raise UsageError(f"--stage {item!r}: the value must be a number")
-        out.setdefault(name, {})[fieldname] = number
+        out.setdefault(name, {})[fieldname] = parse_value(value.strip())
     return out
 
 
@@ -114,27 +111,29 @@ def train_command(
 ) -> None:
     """Fine-tune an early-exit method on a task; rerun the same command to resume."""
     from eebench.methods.base import get_method
-    from eebench.models.backbones import recommended_lr, resolve_pooling
+    from eebench.models.backbones import resolve_pooling
+    from eebench.run.config import BenchConfig, merge
     from eebench.tasks.spec import get_task
 
-    if lr is None:
-        lr = recommended_lr(model) or D.lr
     settings = parse_settings(setting or [])
     if layers is not None:
         settings["layers"] = layers
-    cfg = TrainConfig(
-        epochs=epochs, batch_size=batch_size, lr=lr, heads_lr=heads_lr,
-        warmup_ratio=warmup_ratio, weight_decay=weight_decay, max_seq_length=max_seq_length,
-        max_train_samples=max_train_samples, seed=seed, precision=precision,
-        group_by_length=group_by_length, eval_every=eval_every,
-        save_every=save_every, stage_overrides=parse_stage_overrides(stage or []),
-    )
-    cfg.validate()  # before any data or model is loaded
+    config = merge(BenchConfig(), {  # validated before any data or model is loaded
+        "model": model, "pooling": pooling, "max_seq_length": max_seq_length,
+        "methods_settings": {method: settings},
+        "train": {"seed": seed, "epochs": epochs, "batch_size": batch_size, "lr": lr,
+                  "heads_lr": heads_lr, "warmup_ratio": warmup_ratio,
+                  "weight_decay": weight_decay, "max_train_samples": max_train_samples,
+                  "precision": precision, "group_by_length": group_by_length,
+                  "eval_every": eval_every, "save_every": save_every,
+                  "stage_overrides": parse_stage_overrides(stage or [])},
+    })
     spec = get_task(task)
-    m = get_method(method, **settings)
+    m = get_method(method, **config.methods_settings.get(method, {}))
     m.check_task(spec)
-    pooling = resolve_pooling(model, pooling)
-    _run(m, spec, model, pooling, resolve_data_dir(data_dir), cfg, out, overwrite, json_out)
+    cfg = config.training(spec, config.train.seed)
+    _run(m, spec, model, resolve_pooling(model, config.pooling), resolve_data_dir(data_dir), cfg,
+         out, overwrite, json_out)
 
 
 def _run(method, spec, model: str, pooling: str, data_dir: Path | None, cfg: TrainConfig,

@@ -21,8 +21,8 @@ _EXPORTS = {
     "params_total": "params", "params_per_exit": "params", "ParamCounts": "params",
     "count_unique": "params",
     "environment": "env",
-    "summarize": "timing", "time_callable": "timing", "Stopwatch": "timing",
-    "TimingResult": "timing", "device_description": "timing", "peak_memory_mb": "timing",
+    "summarize": "timing", "Stopwatch": "timing", "device_description": "timing",
+    "peak_memory_mb": "timing",
     "reset_peak_memory": "timing",
 }
 

@@ -10,6 +10,8 @@ from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any, ClassVar
 
+from pydantic import BaseModel, ConfigDict, ValidationError
+
 from eebench.registry import Lazy, Registry
 
 if TYPE_CHECKING:  # torch stays out of `eebench --help`
@@ -41,6 +43,35 @@ class Stage:
         return [every[j] for j in self.exits]
 
 
+JOINT = "all"  # the name of a joint method's one variant
+
+
+@dataclass(frozen=True)
+class Variant:
+    """One model a method trains, with its own settings, and the sweep values it serves."""
+
+    name: str  # JOINT, or e.g. "k3" (static, first 3 layers); names the logits in a run
+    method: EarlyExitMethod
+    values: tuple[float, ...]
+
+
+class MethodSettings(BaseModel):
+    """A method's settings, declared as a model on the method (`class Settings(MethodSettings)`):
+    bounds, Literals, finite floats; unknown names and wrong types are refused, not converted."""
+
+    model_config = ConfigDict(extra="forbid", strict=True, allow_inf_nan=False, frozen=True)
+    # Settings added after runs were made with the method: recorded (and so part of a run's name)
+    # only when they differ from their default, so the earlier runs keep their names.
+    RECORDED_WHEN_CHANGED: ClassVar[tuple[str, ...]] = ()
+
+    def recorded(self) -> dict[str, Any]:
+        """The settings a run records: all of them, but those RECORDED_WHEN_CHANGED at their
+        default."""
+        return {name: value for name, value in self.model_dump().items()
+                if not (name in self.RECORDED_WHEN_CHANGED
+                        and value == type(self).model_fields[name].default)}
+
+
 class EarlyExitMethod:
     """Base class; a method subclass is registered with `@register_method("name")`."""
 
@@ -49,30 +80,27 @@ class EarlyExitMethod:
     description: ClassVar[str] = ""
     sweep_param: ClassVar[str] = ""  # e.g. "threshold", "patience", "layers"
     supports_regression: ClassVar[bool] = True
-    # A static method sweeps over separately trained truncated models, not over an exit rule.
-    static: ClassVar[bool] = False
-    defaults: ClassVar[dict[str, Any]] = {}
-    # Settings added after runs were made with the method: recorded (and so part of a run's name)
-    # only when they differ from their default, so the earlier runs keep their names.
-    optional: ClassVar[dict[str, Any]] = {}
+    # What `variants` trains, in words (`eebench methods` shows it).
+    trains: ClassVar[str] = "one model"
+    Settings: ClassVar[type[MethodSettings]] = MethodSettings  # none, unless a method has some
 
     def __init__(self, **settings: Any):
-        known = {**self.defaults, **self.optional}
-        unknown = set(settings) - set(known)
-        if unknown:
+        try:
+            self.config = self.Settings.model_validate(settings)  # typed: self.config.<name>
+        except ValidationError as e:
             from eebench.errors import UsageError
 
+            err = e.errors()[0]
+            known = ", ".join(self.Settings.model_fields) or "none"
             raise UsageError(
-                f"method {self.name!r} has no setting {sorted(unknown)[0]!r}",
-                hint=f"its settings are: {', '.join(known) or 'none'}",
-            )
-        self.settings: dict[str, Any] = {**self.defaults, **{
-            k: v for k, v in settings.items()
-            if not (k in self.optional and v == self.optional[k])}}
+                f"method {self.name!r}: setting {'.'.join(map(str, err['loc']))}: {err['msg']}",
+                hint=f"its settings are: {known}" if err["type"] == "extra_forbidden" else None,
+            ) from None
 
-    def setting(self, name: str) -> Any:
-        """A setting's value, its default included where the settings leave it out."""
-        return self.settings[name] if name in self.settings else self.optional[name]
+    @property
+    def settings(self) -> dict[str, Any]:
+        """The settings a run records (part of its name), e.g. {"regression_threshold": 0.1}."""
+        return self.config.recorded()
 
     # -- checks --------------------------------------------------------------------------------
     def check_task(self, task: Any) -> None:
@@ -86,6 +114,12 @@ class EarlyExitMethod:
             )
 
     # -- model ---------------------------------------------------------------------------------
+    def variants(self, sweep: Sequence[float]) -> list[Variant]:
+        """The models this method trains for `sweep`, each with the sweep values it serves. A
+        joint method trains one model and sweeps its exit rule over every value (this default);
+        static trains one truncated model per value. Refuses values no variant can serve."""
+        return [Variant(JOINT, self, tuple(float(v) for v in sweep))]
+
     def layers_to_use(self, available: int) -> int:
         """How many backbone layers the model keeps (a static method may truncate)."""
         return available
@@ -122,8 +156,8 @@ class EarlyExitMethod:
             "description": self.description,
             "sweep_param": self.sweep_param,
             "supports_regression": self.supports_regression,
-            "static": self.static,
-            "settings": {**self.optional, **self.settings},
+            "trains": self.trains,
+            "settings": self.config.model_dump(mode="json"),  # every setting, with defaults
         }
 
 

@@ -19,10 +19,18 @@ from __future__ import annotations
 
 import copy
 from collections.abc import Sequence
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, Literal
+
+from pydantic import Field
 
 from eebench.errors import UsageError
-from eebench.methods.base import EarlyExitMethod, Stage, exit_loss, register_method
+from eebench.methods.base import (
+    EarlyExitMethod,
+    MethodSettings,
+    Stage,
+    exit_loss,
+    register_method,
+)
 
 if TYPE_CHECKING:
     import torch
@@ -32,36 +40,19 @@ if TYPE_CHECKING:
     from eebench.rules.base import ExitRule
 
 
-LOSS_WEIGHTS = ("layer", "equal")
-
-
 @register_method("pabee")
 class PABEE(EarlyExitMethod):
     paper = ("Zhou et al., BERT Loses Patience: Fast and Robust Inference with Early Exit, "
              "NeurIPS 2020")
     description = "shared pooler + classifier per layer, weighted loss, exit on patience"
     sweep_param = "patience"
-    defaults = {"regression_threshold": 0.1}  # |delta| below which two scores count as equal
-    # loss_weights: "layer" weighs exit i by i (the paper), "equal" weighs every exit alike;
-    # shared_pooler: one pooler for every exit (the paper) or false for a pooler per exit
-    optional = {"loss_weights": "layer", "shared_pooler": True}
 
-    def __init__(self, **settings: Any):
-        super().__init__(**settings)
-        if self.setting("loss_weights") not in LOSS_WEIGHTS:
-            raise UsageError(f"pabee: loss_weights must be one of {', '.join(LOSS_WEIGHTS)}, "
-                             f"got {self.setting('loss_weights')!r}")
-        if not isinstance(self.setting("shared_pooler"), bool):
-            raise UsageError("pabee: shared_pooler must be true or false, got "
-                             f"{self.setting('shared_pooler')!r}")
-        try:
-            tau = float(self.settings["regression_threshold"])
-        except (TypeError, ValueError):
-            tau = -1.0
-        if not tau >= 0:
-            raise UsageError("pabee: regression_threshold must be a number >= 0, got "
-                             f"{self.settings['regression_threshold']!r}")
-        self.settings["regression_threshold"] = tau
+    class Settings(MethodSettings):
+        regression_threshold: float = Field(0.1, ge=0)  # |delta| below which scores are equal
+        # "layer" weighs exit i by i (the paper), "equal" weighs every exit alike
+        loss_weights: Literal["layer", "equal"] = "layer"
+        shared_pooler: bool = True  # one pooler for every exit (the paper), or one per exit
+        RECORDED_WHEN_CHANGED = ("loss_weights", "shared_pooler")  # added after the paper runs
 
     def build_heads(self, config: Any, num_labels: int, num_layers: int, pooler: nn.Module
                     ) -> ExitHeads:
@@ -69,7 +60,7 @@ class PABEE(EarlyExitMethod):
 
         from eebench.models.multi_exit import ExitHead, ExitHeads
 
-        if self.setting("shared_pooler"):
+        if self.config.shared_pooler:
             shared = copy.deepcopy(pooler)  # one module: head 0 owns it, the others reuse it
             heads = [ExitHead(shared, config, num_labels, own_pooler=(i == 0))
                      for i in range(num_layers)]
@@ -84,7 +75,7 @@ class PABEE(EarlyExitMethod):
     def loss(self, exit_logits: Sequence[torch.Tensor], labels: torch.Tensor, stage: Stage,
              is_regression: bool) -> torch.Tensor:
         exits = stage.exit_indices(len(exit_logits))
-        weights = [j + 1 if self.setting("loss_weights") == "layer" else 1 for j in exits]
+        weights = [j + 1 if self.config.loss_weights == "layer" else 1 for j in exits]
         total = sum(w * exit_loss(exit_logits[j], labels, is_regression)
                     for w, j in zip(weights, exits, strict=True))
         return total / sum(weights)
@@ -96,7 +87,7 @@ class PABEE(EarlyExitMethod):
     def exit_rule(self, value: float, is_regression: bool) -> ExitRule:
         if not (value >= 1 and float(value).is_integer()):
             raise UsageError(f"pabee: patience must be a positive integer, got {value}")
-        tau = self.settings["regression_threshold"] if is_regression else None
+        tau = self.config.regression_threshold if is_regression else None
         from eebench.rules.patience import PatienceRule
 
         return PatienceRule(int(value), tau)

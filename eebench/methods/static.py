@@ -16,8 +16,17 @@ from __future__ import annotations
 from collections.abc import Sequence
 from typing import TYPE_CHECKING, Any
 
+from pydantic import Field
+
 from eebench.errors import UsageError
-from eebench.methods.base import EarlyExitMethod, Stage, exit_loss, register_method
+from eebench.methods.base import (
+    EarlyExitMethod,
+    MethodSettings,
+    Stage,
+    Variant,
+    exit_loss,
+    register_method,
+)
 
 if TYPE_CHECKING:
     import torch
@@ -33,19 +42,20 @@ class Static(EarlyExitMethod):
              "NAACL 2022")
     description = "first k layers + one classifier after layer k; each k fine-tuned separately"
     sweep_param = "layers"
-    static = True
-    defaults = {"layers": None}  # None: every layer of the backbone
+    trains = "one model per sweep value (k = 1..L)"
 
-    def __init__(self, **settings: Any):
-        super().__init__(**settings)
-        k = self.settings["layers"]
-        if k is not None:
-            if isinstance(k, bool) or not str(k).isdigit() or int(k) < 1:
-                raise UsageError(f"static: layers must be a positive integer, got {k!r}")
-            self.settings["layers"] = int(k)
+    class Settings(MethodSettings):
+        layers: int | None = Field(None, ge=1)  # None: every layer of the backbone
+
+    def variants(self, sweep: Sequence[float]) -> list[Variant]:
+        bad = [v for v in sweep if not (v >= 1 and float(v).is_integer())]
+        if bad:
+            raise UsageError(f"static sweeps over layer counts k >= 1, got {bad[0]}")
+        return [Variant(f"k{int(k)}", type(self)(**{**self.settings, "layers": int(k)}),
+                        (float(k),)) for k in sweep]
 
     def layers_to_use(self, available: int) -> int:
-        k = self.settings["layers"]
+        k = self.config.layers
         if k is not None and k > available:
             raise UsageError(f"static: layers={k} but the backbone has {available} layers")
         return available if k is None else k

@@ -32,7 +32,7 @@ from eebench.plot.style import (
     task_title,
 )
 from eebench.run.artifacts import OperatingPoint
-from eebench.score import ReferenceCurves, TaskReport
+from eebench.score import ReferenceCurves, TaskReport, sample_std
 
 ANNOTATE_CELLS = 160  # write the count into each heatmap cell up to this many cells
 
@@ -147,7 +147,7 @@ def exits_figure(task: str, label: str, curves: Sequence[ExitCurve], main_metric
                           linestyle="-" if i == 0 else ":", label=metric_short(name))
         line.set_gid(GID_METHOD + label + ("" if i == 0 else f":{name}"))
         if len(curves) > 1:
-            std = [np.std(v, ddof=1) if len(v) > 1 else 0.0 for v in per_layer]
+            std = [sample_std(v) for v in per_layer]
             ax.errorbar(layers, mean, yerr=std, fmt="none", ecolor=style.color, capsize=2,
                         elinewidth=0.8)
     if floor is not None:

@@ -45,9 +45,12 @@ class MethodStyle:
 
 
 def method_styles(labels: Iterable[str]) -> dict[str, MethodStyle]:
-    """A colour and a marker per method label, in sorted order (stable across figures)."""
+    """A colour and a marker per method label, in sorted order (stable across figures). Past
+    the eight colours the markers shift by one per round, so up to 64 labels (a leaderboard's
+    submissions) each get their own pair."""
+    n = len(OKABE_ITO)
     return {
-        label: MethodStyle(OKABE_ITO[i % len(OKABE_ITO)], MARKERS[i % len(MARKERS)])
+        label: MethodStyle(OKABE_ITO[i % n], MARKERS[(i + i // n) % len(MARKERS)])
         for i, label in enumerate(sorted(set(labels)))
     }
 

@@ -11,21 +11,36 @@ A run directory `runs/<model>/<method>/<task>/<config-hash>/` holds
                        [P, N] arrays belongs to line p of points.jsonl
 - `ids.txt`            the sample ids in array order, one per line (a test file's index column,
                        else the row number in the split)
-- `summary.json`       RunSummary: the run at a glance
+- `summary.json`       RunSummary: the run at a glance, and its variants: the models it trained
+                       (one for a joint method, one per k for static), each with its exit
+                       layers, hidden size, pooling and the key of its logits
+                       (`exit_logits` [E, N, C], or `exit_logits_<variant>` per variant)
 
 Metrics are in percent (ELUE's unit), FLOPs are per sample with the convention recorded.
+Runs written by earlier versions are read through `upgrade`, the one place that knows their
+formats: everything else sees today's schemas.
 """
 
 from __future__ import annotations
 
+import json
+from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
+from typing import Any, TypeVar
 
-from pydantic import BaseModel, ConfigDict, Field
+from pydantic import BaseModel, ConfigDict, Field, ValidationError
 
-from eebench.io import atomic_write_text, config_hash
+from eebench.errors import DataError
+from eebench.io import atomic_write_text, config_hash, read_json, read_model, read_text
+from eebench.methods.base import JOINT
+from eebench.run.config import TimingConfig
+from eebench.train.config import GivenTrainConfig, TrainConfig
 
-SCHEMA_VERSION = 1
+M = TypeVar("M", bound=BaseModel)
+
+CONFIG_SCHEMA_VERSION = 1  # part of the run directory's hash: changing it renames every run
+POINTS_SCHEMA_VERSION = 2  # 2: each point names its variant
+SUMMARY_SCHEMA_VERSION = 2  # 2: the variants
 
 CONFIG_FILE = "config.json"
 ENV_FILE = "env.json"
@@ -52,8 +67,9 @@ class Timing(_Data):
 
 
 class OperatingPoint(_Data):
-    schema_version: int = SCHEMA_VERSION
+    schema_version: int = POINTS_SCHEMA_VERSION
     method: str
+    variant: str  # the name of the variant (trained model) this point was measured on
     task: str
     split: str
     seed: int
@@ -79,7 +95,7 @@ class OperatingPoint(_Data):
 
 
 class RunConfig(_Data):
-    schema_version: int = SCHEMA_VERSION
+    schema_version: int = CONFIG_SCHEMA_VERSION
     model: str
     # How the exit heads pool the tokens, "cls" or "mean": resolved (the backbone's own pooling
     # unless the user chose), never None. Runs written before it was recorded pooled [CLS].
@@ -90,19 +106,34 @@ class RunConfig(_Data):
     split: str
     seed: int
     sweep: list[float]
-    train: dict[str, Any] = Field(default_factory=dict)
+    # The training settings that were given or filled in for the run (the backbone's lr, the
+    # seed...), in that order; a default left alone is not recorded, so adding a setting to
+    # TrainConfig renames no run.
+    train: GivenTrainConfig = Field(default_factory=TrainConfig)
     max_seq_length: int
     max_eval_samples: int | None = None
     flops_convention: str
-    timing: dict[str, Any] = Field(default_factory=dict)
+    timing: TimingConfig = Field(default_factory=TimingConfig)  # recorded whole
 
     def key(self) -> str:
         """Hash of everything that determines the results: names the run directory."""
         return config_hash(self.model_dump(mode="json"))
 
 
+class VariantRecord(_Data):
+    """One trained model of a run: what its points ran through."""
+
+    name: str
+    sweep_values: list[float]
+    exit_layers: list[int]  # 1-based layers that carry an exit head, ascending
+    hidden_size: int | None  # None: not recorded (runs written before summary schema 2)
+    pooling: str  # how its exit heads pool: "cls" or "mean"
+    logits_key: str  # its [E, N, C] exit logits in predictions.safetensors
+    checkpoint: str | None = None
+
+
 class RunSummary(_Data):
-    schema_version: int = SCHEMA_VERSION
+    schema_version: int = SUMMARY_SCHEMA_VERSION
     model: str
     method: str
     task: str
@@ -113,27 +144,101 @@ class RunSummary(_Data):
     num_points: int
     full_model: dict[str, Any] = Field(default_factory=dict)  # the last layer's metrics and FLOPs
     best_main: float | None = None
-    checkpoints: list[str] = Field(default_factory=list)
+    variants: list[VariantRecord]
     finished: bool = True
+
+    def variant(self, name: str) -> VariantRecord:
+        for v in self.variants:
+            if v.name == name:
+                return v
+        raise KeyError(name)
+
+
+def logits_key(variant: str, count: int) -> str:
+    """Where a variant's exit logits go: `exit_logits` for the one variant of a joint method,
+    `exit_logits_<variant>` where a run trains several."""
+    return "exit_logits" if count == 1 and variant == JOINT else f"exit_logits_{variant}"
 
 
 def write_points(path: Path, points: list[OperatingPoint]) -> None:
     atomic_write_text(path, "".join(p.model_dump_json() + "\n" for p in points))
 
 
-def read_points(path: Path) -> list[OperatingPoint]:
-    from eebench.errors import DataError
+@dataclass
+class RunFiles:
+    """A run directory's config, points and summary (None while the run is unfinished), in
+    today's schemas."""
 
-    points = []
-    with open(path, encoding="utf-8") as f:
-        for n, line in enumerate(f, 1):
-            if not line.strip():
-                continue
-            try:
-                points.append(OperatingPoint.model_validate_json(line))
-            except ValueError as e:
-                first = str(e).splitlines()
-                raise DataError(
-                    f"{path}:{n}: not a valid operating point: {' '.join(first[:3])}"
-                ) from None
-    return points
+    path: Path
+    config: RunConfig
+    points: list[OperatingPoint]
+    summary: RunSummary | None
+
+
+def read_run(run_dir: Path) -> RunFiles:
+    """Read a run directory, upgrading what an earlier version wrote; one line per problem."""
+    run_dir = Path(run_dir)
+    config = read_model(run_dir / CONFIG_FILE, RunConfig)
+    lines = _read_lines(run_dir / POINTS_FILE)
+    summary_path = run_dir / SUMMARY_FILE
+    summary = read_json(summary_path) if summary_path.exists() else None
+    points, summary = upgrade(config, [data for _, data in lines], summary)
+    parsed = [_validated(OperatingPoint, data, f"{run_dir / POINTS_FILE}:{n}")
+              for (n, _), data in zip(lines, points, strict=True)]
+    return RunFiles(run_dir, config, parsed,
+                    None if summary is None else _validated(RunSummary, summary, summary_path))
+
+
+def _read_lines(path: Path) -> list[tuple[int, dict]]:
+    out = []
+    for n, line in enumerate(read_text(path).splitlines(), 1):
+        if not line.strip():
+            continue
+        try:
+            data = json.loads(line)
+        except json.JSONDecodeError as e:
+            raise DataError(f"{path}:{n}: not JSON ({e.msg})") from None
+        if not isinstance(data, dict):
+            raise DataError(f"{path}:{n}: not a JSON object")
+        out.append((n, data))
+    return out
+
+
+def _validated(model: type[M], data: Any, where: Any) -> M:
+    try:
+        return model.model_validate(data)
+    except ValidationError as e:
+        err = e.errors()[0]
+        field = ".".join(str(x) for x in err["loc"]) or "(top level)"
+        raise DataError(f"{where}: not a valid {model.__name__}: {field}: {err['msg']}") from None
+
+
+def upgrade(config: RunConfig, points: list[dict], summary: dict | None
+            ) -> tuple[list[dict], dict | None]:
+    """Points and summary of a run written by an earlier version, in today's schemas.
+
+    Points and summaries of schema 1 predate variants. Then only the built-in `static` method
+    trained more than one model, one per k = its sweep value, with one exit after layer k and its
+    logits under `exit_logits_k<k>`; every other method trained one model with an exit after
+    each of its layers. The hidden size was not recorded.
+    """
+    several = config.method == "static"
+    out = []
+    for p in points:
+        if p.get("schema_version", 1) < 2:
+            name = f"k{int(p['sweep_value'])}" if several else JOINT
+            p = {**p, "schema_version": POINTS_SCHEMA_VERSION, "variant": name}
+        out.append(p)
+    if summary is not None and summary.get("schema_version", 1) < 2:
+        depth = int(points[0]["num_layers"]) if points else 0
+        values = config.sweep
+        names = [f"k{int(k)}" for k in values] if several else [JOINT]
+        checkpoints = list(summary.pop("checkpoints", None) or [])
+        summary = {**summary, "schema_version": SUMMARY_SCHEMA_VERSION, "variants": [
+            {"name": name, "sweep_values": [k] if several else values,
+             "exit_layers": [int(k)] if several else list(range(1, depth + 1)),
+             "hidden_size": None, "pooling": config.pooling,
+             "logits_key": f"exit_logits_{name}" if several else "exit_logits",
+             "checkpoint": checkpoints[i] if i < len(checkpoints) else None}
+            for i, (name, k) in enumerate(zip(names, values if several else [None]))]}
+    return out, summary

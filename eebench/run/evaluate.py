@@ -5,22 +5,33 @@ dynamic inference and the wall-time measurements. eebench.run.execute calls it o
 
 from __future__ import annotations
 
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
 import numpy as np
 
-from eebench.methods.base import EarlyExitMethod
-from eebench.models.outputs import ExitOutputs, collect_exit_logits
+from eebench.methods.base import Variant
+from eebench.models.outputs import collect_exit_logits
 from eebench.rules.base import ExitRule, FixedRule
 from eebench.rules.engine import Decisions, compare, dynamic_batch, simulate
 from eebench.run import artifacts as R
+from eebench.run.config import TimingConfig
 from eebench.tasks.spec import TaskSpec
 
 
-def evaluate_variant(cfg: R.RunConfig, method: EarlyExitMethod, spec: TaskSpec, ckpt_dir: Path,
-                     eval_ex, values: list[float], full_layers: int, opts
-                     ) -> tuple[list[R.OperatingPoint], dict[str, np.ndarray], np.ndarray]:
+@dataclass
+class Measured:
+    """One variant measured: its points, per-sample arrays (one row per point) and exit logits."""
+
+    points: list[R.OperatingPoint]
+    arrays: dict[str, np.ndarray]  # exit_layer and prediction [P, N], lengths and labels [N]
+    logits: np.ndarray  # [E, N, C]
+    structure: dict[str, Any]  # exit_layers, hidden_size, pooling (of eebench.run.artifacts)
+
+
+def evaluate_variant(cfg: R.RunConfig, variant: Variant, spec: TaskSpec, ckpt_dir: Path,
+                     eval_ex, full_layers: int, opts) -> Measured:
     from eebench.data.batching import encode, eval_batches
     from eebench.measure.flops import build_cost_table
     from eebench.measure.params import params_per_exit
@@ -35,13 +46,14 @@ def evaluate_variant(cfg: R.RunConfig, method: EarlyExitMethod, spec: TaskSpec, 
     table = build_cost_table(model, max_len=int(out.lengths.max()),
                              convention=cfg.flops_convention)
     params = params_per_exit(model)
-    timing = {**cfg.timing}
-    subset = _timing_subset(len(enc), int(timing.get("samples", 200)), seed=0)
-    timed = timing.get("enabled", True)
+    timing = cfg.timing
+    subset = _timing_subset(len(enc), timing.samples, seed=0)
+    timed = timing.enabled
     no_exit = FixedRule(exit=False)
     baseline = _real_inference(model, no_exit, enc, subset, timing, spec, full=True)[0] \
         if timed else []
 
+    method, values = variant.method, variant.values
     sweep_task = _progress_task(opts, f"{cfg.method} {cfg.task}: sweep, check, time", len(values))
     points, exit_layers, preds = [], [], []
     # Class ids (predictions, labels) fit in int16 like the exit layers: a quarter of int64, for
@@ -61,7 +73,7 @@ def evaluate_variant(cfg: R.RunConfig, method: EarlyExitMethod, spec: TaskSpec, 
         agreement = max(checks, key=lambda c: c.disagreements)
         avg = float(layers.mean())
         points.append(R.OperatingPoint(
-            method=cfg.method, task=cfg.task, split=cfg.split, seed=cfg.seed,
+            method=cfg.method, variant=variant.name, task=cfg.task, split=cfg.split, seed=cfg.seed,
             sweep_param=method.sweep_param, sweep_value=float(value), n_samples=len(layers),
             num_layers=full_layers, metrics=metrics, main_metric=spec.main_metric,
             main=metrics.get(spec.main_metric), avg_exit_layer=avg,
@@ -82,7 +94,9 @@ def evaluate_variant(cfg: R.RunConfig, method: EarlyExitMethod, spec: TaskSpec, 
         labels = np.asarray(out.labels)
         arrays["labels"] = labels if spec.is_regression else labels.astype(np.int16)
     # one row per point; the caller concatenates variants along the point axis
-    return points, arrays, out.logits.numpy()
+    structure = {"exit_layers": list(model.exit_layers),
+                 "hidden_size": int(model.config.hidden_size), "pooling": model.pooling}
+    return Measured(points, arrays, out.logits.numpy(), structure)
 
 
 def _timing_subset(n: int, k: int, seed: int) -> np.ndarray:
@@ -96,7 +110,7 @@ def _batches(enc, subset: np.ndarray, bs: int) -> list[dict]:
     return [collate(enc, subset[i:i + bs].tolist()) for i in range(0, len(subset), bs)]
 
 
-def _real_inference(model, rule: ExitRule, enc, subset: np.ndarray, timing: dict,
+def _real_inference(model, rule: ExitRule, enc, subset: np.ndarray, timing: TimingConfig,
                     spec: TaskSpec, full: bool) -> tuple[list[R.Timing], list[Decisions]]:
     """Real inference over the subset at each timing batch size: wall time per batch (raw values
     kept) and the decisions it took, in split positions (rows outside the subset stay 0)."""
@@ -109,10 +123,10 @@ def _real_inference(model, rule: ExitRule, enc, subset: np.ndarray, timing: dict
 
     device = next(model.parameters()).device
     timings, decisions = [], []
-    repeats = int(timing.get("repeats", 1)) if timing.get("enabled", True) else 1
-    for bs in timing.get("batch_sizes", [1, 32]):
+    repeats = timing.repeats if timing.enabled else 1
+    for bs in timing.batch_sizes:
         batches = [{k: v.to(device) for k, v in b.items()} for b in _batches(enc, subset, bs)]
-        for b in batches[: int(timing.get("warmup", 5))]:
+        for b in batches[: timing.warmup]:
             dynamic_batch(model, rule, b, spec.is_regression, full=full)
         reset_peak_memory(device)
         watch = Stopwatch(device)
@@ -148,4 +162,3 @@ def _advance(opts, task, k: int) -> None:
         opts.progress.advance(task, k)
 
 
-__all__ = ["evaluate_variant", "ExitOutputs"]

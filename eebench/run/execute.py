@@ -8,14 +8,13 @@ it at once, and an interrupted run resumes (training from its last checkpoint, e
 from __future__ import annotations
 
 import shutil
-from dataclasses import dataclass, field, replace
+from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import Any
 
 import numpy as np
 
-from eebench.errors import UsageError
-from eebench.io import atomic_write_text, write_json
+from eebench.io import atomic_path, atomic_write_text, write_json
 from eebench.methods.base import EarlyExitMethod, get_method
 from eebench.run import artifacts as R
 from eebench.tasks.spec import TaskSpec, get_task
@@ -34,55 +33,6 @@ class RunOptions:
     eval_batch_size: int = 64
     console: Any = None
     progress: Any = None  # a rich Progress, or None
-    timing: dict[str, Any] = field(default_factory=dict)
-
-
-def make_run_config(method: str, task: str, model: str, split: str, seed: int,
-                    method_settings: dict[str, Any], sweep: list[float] | None,
-                    train: dict[str, Any], max_seq_length: int, max_eval_samples: int | None,
-                    flops_convention: str, timing: dict[str, Any], pooling: str | None = None
-                    ) -> R.RunConfig:
-    """Validate names and settings, fill in the method's default sweep and resolve the pooling
-    (None: the way the backbone was pretrained to pool)."""
-    from eebench.models.backbones import recommended_lr, resolve_pooling
-
-    pooling = resolve_pooling(model, pooling)
-    spec = get_task(task)
-    m = get_method(method, **method_settings)
-    m.check_task(spec)
-    if split not in spec.splits:
-        raise UsageError(f"task {spec.name!r} has no split {split!r}",
-                         hint=f"its splits are: {', '.join(spec.splits)}")
-    if sweep is None:
-        sweep = m.default_sweep(backbone_layers(model), spec.is_regression, spec.num_labels)
-    if m.static:
-        bad = [v for v in sweep if v != int(v) or v < 1]
-        if bad:
-            raise UsageError(f"static sweeps over layer counts k >= 1, got {bad[0]}")
-    from eebench.measure.flops import CONVENTIONS
-    from eebench.train.config import TrainConfig
-
-    train = {**train, "seed": seed, "max_seq_length": max_seq_length}
-    if "lr" not in train and (lr := recommended_lr(model)) is not None:
-        train["lr"] = lr  # the backbone's own, recorded so the run says what it trained with
-    if spec.is_regression:  # recorded, so the run's name changes with it
-        train.setdefault("regression_bias_init", TrainConfig.regression_bias_init)
-    try:
-        TrainConfig(**train).validate()
-    except TypeError as e:
-        raise UsageError(f"unknown training setting: {e}",
-                         hint="see the fields of eebench.train.config.TrainConfig") from None
-
-    if flops_convention not in CONVENTIONS:
-        raise UsageError(f"unknown FLOPs convention {flops_convention!r}",
-                         hint=f"choose from: {', '.join(CONVENTIONS)}")
-    return R.RunConfig(
-        model=model, pooling=pooling, method=m.name, method_settings=m.settings, task=spec.name,
-        split=split,
-        seed=seed, sweep=[float(v) for v in sweep], train=train,
-        max_seq_length=max_seq_length, max_eval_samples=max_eval_samples,
-        flops_convention=flops_convention, timing=timing,
-    )
 
 
 def backbone_layers(model: str) -> int:
@@ -160,49 +110,42 @@ def _execute(cfg: R.RunConfig, opts: RunOptions, run_dir: Path) -> None:
         # the same samples for every seed and method, so their points are paired
         eval_ex = eval_ex.take(cfg.max_eval_samples, EVAL_SUBSET_SEED)
 
-    method = get_method(cfg.method, **cfg.method_settings)
+    variants = get_method(cfg.method, **cfg.method_settings).variants(cfg.sweep)
     full_layers = backbone_layers(cfg.model)
-    if method.static:  # one fine-tuned model per k
-        variants = [(get_method(cfg.method, **{**cfg.method_settings, "layers": int(k)}), [k])
-                    for k in cfg.sweep]
-    else:
-        variants = [(method, cfg.sweep)]
 
     from eebench.run.evaluate import evaluate_variant
 
     points: list[R.OperatingPoint] = []
     arrays: dict[str, list[np.ndarray]] = {"exit_layer": [], "prediction": []}
     extra: dict[str, np.ndarray] = {}
-    checkpoints = []
-    for variant, values in variants:
-        ckpt_dir = _train(cfg, variant, spec, train_ex, dev_ex, opts)
-        checkpoints.append(str(ckpt_dir))
-        pts, arr, logits = evaluate_variant(cfg, variant, spec, ckpt_dir, eval_ex, values,
-                                            full_layers, opts)
-        points += pts
+    records = []
+    for variant in variants:
+        ckpt_dir = _train(cfg, variant.method, spec, train_ex, dev_ex, opts)
+        measured = evaluate_variant(cfg, variant, spec, ckpt_dir, eval_ex, full_layers, opts)
+        points += measured.points
         for k in arrays:
-            arrays[k].append(arr[k])
-        key = "exit_logits" if not method.static else f"exit_logits_k{int(values[0])}"
-        extra[key] = logits
-        if arr.get("labels") is not None:
-            extra["labels"] = arr["labels"]
-        extra["lengths"] = arr["lengths"]
+            arrays[k].append(measured.arrays[k])
+        key = R.logits_key(variant.name, len(variants))
+        extra[key] = measured.logits
+        if measured.arrays.get("labels") is not None:
+            extra["labels"] = measured.arrays["labels"]
+        extra["lengths"] = measured.arrays["lengths"]
+        records.append(R.VariantRecord(
+            name=variant.name, sweep_values=list(variant.values), logits_key=key,
+            checkpoint=str(ckpt_dir), **measured.structure))
 
     _write_predictions(run_dir, arrays, extra)
     atomic_write_text(run_dir / R.IDS_FILE, "".join(f"{i}\n" for i in eval_ex.ids))
     R.write_points(run_dir / R.POINTS_FILE, points)
-    summary = _summary(cfg, run_dir, points, len(eval_ex), checkpoints)
-    write_json(run_dir / R.SUMMARY_FILE, summary)
+    write_json(run_dir / R.SUMMARY_FILE, _summary(cfg, run_dir, points, len(eval_ex), records))
 
 
 def _train(cfg: R.RunConfig, method: EarlyExitMethod, spec: TaskSpec, train_ex, dev_ex,
            opts: RunOptions) -> Path:
-    from eebench.train.config import TrainConfig
     from eebench.train.loop import train
 
-    tc = TrainConfig(**cfg.train)
-    return train(method, spec, cfg.model, train_ex, dev_ex, tc, opts.checkpoints, opts.console,
-                 pooling=cfg.pooling)
+    return train(method, spec, cfg.model, train_ex, dev_ex, cfg.train, opts.checkpoints,
+                 opts.console, pooling=cfg.pooling)
 
 
 def _write_predictions(run_dir: Path, arrays: dict[str, list[np.ndarray]],
@@ -211,14 +154,12 @@ def _write_predictions(run_dir: Path, arrays: dict[str, list[np.ndarray]],
 
     tensors = {k: np.ascontiguousarray(np.concatenate(v)) for k, v in arrays.items()}
     tensors.update({k: np.ascontiguousarray(v) for k, v in extra.items()})
-    tmp = run_dir / f".{R.PREDICTIONS_FILE}.tmp"
-    save_file(tensors, str(tmp))
-    tmp.chmod(0o644)  # safetensors writes 0600; results are for sharing
-    tmp.replace(run_dir / R.PREDICTIONS_FILE)
+    with atomic_path(run_dir / R.PREDICTIONS_FILE) as tmp:
+        save_file(tensors, str(tmp))
 
 
 def _summary(cfg: R.RunConfig, run_dir: Path, points: list[R.OperatingPoint], n: int,
-             checkpoints: list[str]) -> R.RunSummary:
+             variants: list[R.VariantRecord]) -> R.RunSummary:
     full = max(points, key=lambda p: (p.avg_exit_layer, p.mean_flops))
     mains = [p.main for p in points if p.main is not None]
     return R.RunSummary(
@@ -227,7 +168,7 @@ def _summary(cfg: R.RunConfig, run_dir: Path, points: list[R.OperatingPoint], n:
         full_model={"sweep_value": full.sweep_value, "main": full.main,
                     "mean_mflops": full.mean_mflops, "avg_exit_layer": full.avg_exit_layer},
         best_main=max(mains) if mains else None,
-        checkpoints=checkpoints,
+        variants=variants,
     )
 
 

@@ -23,7 +23,7 @@ from eebench.run.artifacts import (
     PREDICTIONS_FILE,
     OperatingPoint,
     RunConfig,
-    read_points,
+    read_run,
 )
 
 GLOB_CHARS = set("*?[")
@@ -118,8 +118,8 @@ def load_run(path: Path) -> Run:
     config_path = path / CONFIG_FILE
     if not config_path.is_file():
         raise DataError(f"{config_path}: missing (every run directory holds its config)")
-    config = _read_model(config_path, RunConfig)
-    points = read_points(path / POINTS_FILE)
+    files = read_run(path)  # today's schemas, whatever version wrote the run
+    config, points = files.config, files.points
     if not points:
         raise DataError(f"{path / POINTS_FILE}: no operating points in it")
     for n, p in enumerate(points, 1):
@@ -134,14 +134,6 @@ def load_run(path: Path) -> Run:
                 f"{where}: point for {p.method}/{p.task} in a run of {config.method}/{config.task}"
             )
     return Run(path=path, config=config, points=points)
-
-
-def _read_model(path: Path, model):
-    try:
-        return model.model_validate_json(path.read_text(encoding="utf-8"))
-    except ValueError as e:
-        first = " ".join(str(e).splitlines()[:3])
-        raise DataError(f"{path}: not a valid {model.__name__}: {first}") from None
 
 
 def load_runs(inputs: Sequence[str | Path]) -> list[Run]:

@@ -2,7 +2,7 @@
 
 - Seeds: the points of one method, task and sweep value from runs with different seeds become one
   point with the mean and the sample standard deviation (ddof=1; 0 for a single seed) of its
-  metric and FLOPs.
+  metric and FLOPs: a groupby of the results frame (eebench.score.table).
 - Paired bootstrap: two methods evaluated on the same samples are compared by resampling the
   samples (with replacement) and recomputing the difference of their mean per-sample score
   (correctness in percent, or squared error for regression). Pairing removes the variance that
@@ -13,15 +13,18 @@
 
 from __future__ import annotations
 
-from collections import defaultdict
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
+from typing import TYPE_CHECKING
 
 import numpy as np
 
 from eebench.errors import DataError, EebenchError, UsageError
 from eebench.score.collect import RawPoint
 from eebench.score.elue import overall
+
+if TYPE_CHECKING:
+    import pandas as pd
 
 
 @dataclass(frozen=True)
@@ -42,50 +45,79 @@ class Point:
     main: float  # main metric in percent, mean over seeds
     main_std: float
     seeds: tuple[int, ...]
-    sources: tuple[RawPoint, ...]  # one per seed, in seed order
+    sources: tuple[RawPoint, ...]  # one per seed, in seed order (none for a submission)
 
     @property
     def mflops(self) -> float:
         return self.flops / 1e6
 
 
-def _std(values: np.ndarray) -> float:
+def sample_std(values: Sequence[float] | np.ndarray) -> float:
+    """The sample standard deviation (ddof=1) of per-seed values, 0 for a single value: the one
+    spread every table, error bar and CSV column of eebench reports over seeds."""
+    values = np.asarray(values, dtype=float)
     return float(np.std(values, ddof=1)) if len(values) > 1 else 0.0
 
 
-def aggregate_seeds(raw: Sequence[RawPoint]) -> list[Point]:
-    """Average the seeds of each (method, task, sweep value); a seed given twice is refused."""
-    groups: dict[tuple, list[RawPoint]] = defaultdict(list)
-    for rp in raw:
-        p = rp.point
-        groups[(rp.label, p.task, p.sweep_param, p.sweep_value)].append(rp)
+def _mean(values: Sequence[float] | np.ndarray) -> float:
+    # numpy's mean, not pandas': its summation gives bit-identical means to np.mean elsewhere
+    return float(np.mean(np.asarray(values, dtype=float)))
+
+
+SEED_KEYS = ["label", "task", "sweep_param", "sweep_value"]
+
+
+def seed_points(frame: pd.DataFrame, sources: Sequence[RawPoint] | None = None) -> list[Point]:
+    """Average the seeds of each (method, task, sweep value) of a results frame (see
+    eebench.score.table); a seed given twice, or models of different depths, are refused.
+
+    `sources`: the RawPoints the frame's rows were made from, in its order, kept in each Point
+    for the statistics that read per-sample predictions; without them (a submission) a Point has
+    none. Points come sorted by task, label and FLOPs.
+    """
+    if frame.empty:
+        return []
+    # Seeds ascending inside each group (stable: a seed given twice keeps its files' order).
+    ordered = frame.assign(source=np.arange(len(frame))).sort_values("seed", kind="stable")
+    groups = ordered.groupby(SEED_KEYS, sort=False, dropna=False)
+    table = groups.agg(
+        first=("source", "min"), members=("source", list), seeds=("seed", list),
+        depths=("num_layers", "nunique"), num_layers=("num_layers", "first"),
+        method=("method", "first"), split=("split", "first"),
+        flops_convention=("flops_convention", "first"), main_metric=("main_metric", "first"),
+        flops=("mean_flops", _mean), flops_std=("mean_flops", sample_std),
+        main=("main", _mean), main_std=("main", sample_std),
+    ).sort_values("first", kind="stable")  # groups in the order they first appear
     out = []
-    for (label, task, sweep_param, sweep_value), members in groups.items():
-        members = sorted(members, key=lambda rp: rp.point.seed)
-        seeds = [rp.point.seed for rp in members]
-        for a, b in zip(members, members[1:], strict=False):
-            if a.point.seed == b.point.seed:
+    for g in table.itertuples():
+        label, task, sweep_param, sweep_value = g.Index
+        where = f"{label} on {task}"
+        for i in range(len(g.seeds) - 1):
+            if g.seeds[i] == g.seeds[i + 1]:
+                a, b = (frame["run"].iat[g.members[j]] for j in (i, i + 1))
                 raise DataError(
-                    f"{label} on {task} at {sweep_param}={sweep_value:g} seed {a.point.seed} "
-                    f"appears twice: {a.run.path} and {b.run.path}",
-                    hint="score runs of one configuration together",
-                )
-        layers = {rp.point.num_layers for rp in members}
-        if len(layers) > 1:
-            raise DataError(f"{label} on {task}: runs of models with {sorted(layers)} layers mixed")
-        first = members[0].point
-        flops = np.array([rp.point.mean_flops for rp in members], dtype=float)
-        main = np.array([rp.point.main for rp in members], dtype=float)
+                    f"{where} at {sweep_param}={sweep_value:g} seed {g.seeds[i]} appears "
+                    f"twice: {a} and {b}", hint="score runs of one configuration together")
+        if g.depths > 1:
+            depths = sorted({int(d) for d in frame["num_layers"].iloc[g.members]})
+            raise DataError(f"{where}: runs of models with {depths} layers mixed")
         out.append(Point(
-            label=label, method=first.method, task=task, split=first.split,
-            flops_convention=first.flops_convention, main_metric=first.main_metric,
-            sweep_param=sweep_param, sweep_value=sweep_value, num_layers=first.num_layers,
-            flops=float(np.mean(flops)), flops_std=_std(flops),
-            main=float(np.mean(main)), main_std=_std(main),
-            seeds=tuple(seeds), sources=tuple(members),
+            label=label, method=g.method, task=task, split=g.split,
+            flops_convention=g.flops_convention, main_metric=g.main_metric,
+            sweep_param=sweep_param, sweep_value=float(sweep_value),
+            num_layers=int(g.num_layers), flops=g.flops, flops_std=g.flops_std, main=g.main,
+            main_std=g.main_std, seeds=tuple(int(s) for s in g.seeds),
+            sources=() if sources is None else tuple(sources[j] for j in g.members),
         ))
     out.sort(key=lambda p: (p.task, p.label, p.flops, p.sweep_value))
     return out
+
+
+def aggregate_seeds(raw: Sequence[RawPoint]) -> list[Point]:
+    """Average the seeds of each (method, task, sweep value) of run points (see seed_points)."""
+    from eebench.score.table import results_frame, run_records
+
+    return seed_points(results_frame(run_records(raw)), raw)
 
 
 # ------------------------------------------------------------------------------ paired bootstrap

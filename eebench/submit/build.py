@@ -105,15 +105,11 @@ def _environment(run_dir: Path) -> S.Environment:
 
 
 def _point(p) -> S.OperatingPoint:
-    return S.OperatingPoint(
-        sweep_value=p.sweep_value, metrics=dict(p.metrics), main=p.main,
-        mean_flops=p.mean_flops, mean_mflops=p.mean_mflops, params_total=p.params_total,
-        params_mean_used=p.params_mean_used, avg_exit_layer=p.avg_exit_layer,
-        exit_histogram=list(p.exit_histogram),
-        timings=[S.Timing(mode=t.mode, batch_size=t.batch_size, device=t.device,
-                          latency_ms=dict(t.latency_ms), throughput=t.throughput,
-                          peak_memory_mb=t.peak_memory_mb) for t in p.timings],
-    )
+    """A run's point in the submission format: its fields the format has, timings without their
+    raw values."""
+    data = p.model_dump(include=set(S.OperatingPoint.model_fields) - {"timings"})
+    data["timings"] = [t.model_dump(include=set(S.Timing.model_fields)) for t in p.timings]
+    return S.OperatingPoint.model_validate(data)
 
 
 def _elue(points, reference: Path, extrapolate: str, label: str) -> S.EluScore:

@@ -26,7 +26,7 @@ from pathlib import Path
 import numpy as np
 
 from eebench.errors import DataError, UsageError
-from eebench.io import atomic_write_text, read_json
+from eebench.io import atomic_write_text
 from eebench.run import artifacts as R
 
 HEADER = ("index", "pred", "modules")
@@ -82,21 +82,8 @@ def file_name(task: str, split: str, sweep_param: str, value: float) -> str:
     return f"{where}_{sweep_param}-{value:g}.tsv"
 
 
-def _structure_from_checkpoint(path: Path) -> Structure | None:
-    cfg_path = path / "model_config.json"
-    if not cfg_path.is_file():
-        return None
-    cfg = read_json(cfg_path)
-    try:
-        return Structure(hidden=int(cfg["backbone_config"]["hidden_size"]),
-                         exit_layers=tuple(int(x) for x in cfg["exit_layers"]),
-                         pooling=str(cfg.get("pooling", "cls")))  # version 1 pooled [CLS]
-    except (KeyError, TypeError, ValueError):
-        raise DataError(f"{cfg_path}: no hidden_size or exit_layers in it") from None
-
-
 def _hidden_of(model: str) -> int:
-    """The backbone's hidden size, when the run's checkpoints are gone."""
+    """The backbone's hidden size, for runs that did not record it (summary schema 1)."""
     from transformers import AutoConfig
 
     from eebench.models.backbones import from_pretrained
@@ -104,29 +91,18 @@ def _hidden_of(model: str) -> int:
     return int(from_pretrained(AutoConfig.from_pretrained, model).hidden_size)
 
 
-def structures(run_dir: Path, cfg: R.RunConfig, points: list[R.OperatingPoint]
-               ) -> list[Structure]:
-    """One Structure per point: from the checkpoints' model_config.json, else by the methods'
-    rule (deebert and pabee have an exit after every layer 1..L, static only after layer k) and
-    the run's pooling."""
-    from eebench.methods.base import get_method
-
-    summary = R.RunSummary.model_validate(read_json(run_dir / R.SUMMARY_FILE))
-    found = [s for c in summary.checkpoints if (s := _structure_from_checkpoint(Path(c)))]
-    static = get_method(cfg.method, **cfg.method_settings).static
+def structures(run: R.RunFiles) -> list[Structure]:
+    """One Structure per point: the recorded structure of the variant it was measured on."""
+    if run.summary is None:
+        raise DataError(f"{run.path}: the run has not finished (no {R.SUMMARY_FILE})",
+                        hint="rerun the same `eebench run` command to finish it")
+    hidden: int | None = None
     out = []
-    for p in points:
-        if static:
-            k = int(p.sweep_value)
-            match = [s for s in found if s.exit_layers == (k,)]
-            out.append(match[0] if match else None)
-        else:
-            out.append(found[0] if len(found) == 1 else None)
-    if any(s is None for s in out):
-        hidden = found[0].hidden if found else _hidden_of(cfg.model)
-        out = [s or Structure(hidden, (int(p.sweep_value),) if static
-                              else tuple(range(1, p.num_layers + 1)), cfg.pooling)
-               for s, p in zip(out, points)]
+    for p in run.points:
+        v = run.summary.variant(p.variant)
+        if v.hidden_size is None and hidden is None:
+            hidden = _hidden_of(run.config.model)
+        out.append(Structure(v.hidden_size or hidden, tuple(v.exit_layers), v.pooling))
     return out
 
 
@@ -145,12 +121,12 @@ def export_elue(run_dir: Path, out_dir: Path) -> Export:
     run_dir, out_dir = Path(run_dir), Path(out_dir)
     if not (run_dir / R.CONFIG_FILE).is_file():
         raise DataError(f"{run_dir}: not a run directory (no {R.CONFIG_FILE})")
-    cfg = R.RunConfig.model_validate(read_json(run_dir / R.CONFIG_FILE))
+    run = R.read_run(run_dir)
+    cfg, points = run.config, run.points
     if not cfg.split.startswith("test"):
         raise UsageError(f"{run_dir}: a {cfg.split}-split run; ELUE takes test-set predictions",
                          hint=f"eebench run --split test ... (task {cfg.task})")
     spec = get_task(cfg.task)
-    points = R.read_points(run_dir / R.POINTS_FILE)
     pred_path = run_dir / R.PREDICTIONS_FILE
     if not pred_path.is_file():
         raise DataError(f"{pred_path}: missing")
@@ -175,7 +151,7 @@ def export_elue(run_dir: Path, out_dir: Path) -> Export:
     if len(set(names)) != len(names):
         raise DataError(f"{run_dir / R.POINTS_FILE}: a sweep value appears twice")
     files = []
-    for row, (p, s, name) in enumerate(zip(points, structures(run_dir, cfg, points), names)):
+    for row, (p, s, name) in enumerate(zip(points, structures(run), names)):
         layers = exit_layer[row]
         bad = sorted(set(np.unique(layers).tolist()) - set(s.exit_layers))
         if bad:

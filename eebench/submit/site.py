@@ -1,11 +1,15 @@
 """The static leaderboard page: one self-contained index.html built from a folder of submissions.
 
 Why static and inline: the page must open from disk (file://) with no server and no network, so
-the CSS, the sorting/filtering script and the Pareto plots (SVG generated here) are all inside the
-one file. Why so careful with strings: every name in a submission comes from a stranger, so each
-one is HTML-escaped where it is written, submission data never goes inside the script (the script
-reads the table's data-* attributes), and a Content-Security-Policy allows only this page's own
-style and script, by hash: even a string that slipped through could not run.
+the CSS, the sorting/filtering script and the Pareto figures are all inside the one file. The
+figures are `eebench plot`'s (eebench.plot.figures.pareto_figure, its styles and palette), drawn
+from each submission's seed-averaged points (the results table, eebench.score.table) and inlined
+as SVG. Why so careful with strings: every name in a submission comes from a stranger, so each
+one is HTML-escaped where it is written (in a figure: XML-escaped, drawn as glyph paths, never
+read as $math$), submission data never goes inside the script (the script reads the table's
+data-* attributes), and a Content-Security-Policy allows only this page's own style and script,
+by hash: even a string that slipped through could not run. The figures carry no CSS for it to
+block (see svg).
 
 Every file is checked with eebench.submit.validate first; a file that fails is listed with its
 reason and never rendered.
@@ -16,12 +20,18 @@ from __future__ import annotations
 import base64
 import hashlib
 import html
+import io
 import math
 import re
-from collections import defaultdict
-from dataclasses import dataclass
+import warnings
+from collections import Counter
+from dataclasses import dataclass, replace
 from importlib import resources
 from pathlib import Path
+from xml.etree import ElementTree
+
+from matplotlib import rc_context
+from matplotlib.figure import Figure
 
 from eebench.errors import DataError
 from eebench.io import atomic_write_text
@@ -30,10 +40,12 @@ from eebench.submit.validate import Verdict, validate_file
 
 PARAMS_FILTERS = (("≤40M", 40e6), ("≤55M", 55e6), ("≤70M", 70e6), ("≤110M", 110e6),
                   ("all", math.inf))
-PALETTE = ("#1f77b4", "#d62728", "#2ca02c", "#9467bd", "#ff7f0e", "#17becf", "#8c564b",
-           "#e377c2", "#7f7f7f", "#bcbd22")
-PLOT_W, PLOT_H = 640, 360
-MARGIN = {"left": 56, "right": 176, "top": 16, "bottom": 44}  # the legend sits on the right
+LEGEND_CHARS = 40  # a longer submission name is cut in the figures' legends
+# Figures: submitted names are not parsed as $math$; ids from content hashes with a fixed salt, so
+# the same submissions give the same page; text drawn as glyph paths, as `eebench plot` does.
+SVG_RC = {"text.parse_math": False, "svg.hashsalt": "eebench-leaderboard", "svg.fonttype": "path"}
+SVG_METADATA = ("Date", "Creator", "Format", "Type")
+SVG_NS, XLINK_NS = "http://www.w3.org/2000/svg", "http://www.w3.org/1999/xlink"
 
 
 def esc(value: object) -> str:
@@ -123,99 +135,79 @@ def _rejected(rejected: list[Verdict]) -> str:
     return '<ul id="rejected">' + "".join(items) + "</ul>"
 
 
-# ---------------------------------------------------------------------------------------- plots
-def task_points(s: Submission, task: str) -> list[tuple[float, float]]:
-    """(MFLOPs, main) per sweep value of one submission on one task, averaged over seeds."""
-    groups: dict[float, list[tuple[float, float]]] = defaultdict(list)
-    for run in s.tasks[task].runs:
-        for p in run.points:
-            groups[p.sweep_value].append((p.mean_mflops, p.main))
-    return sorted((sum(x for x, _ in v) / len(v), sum(y for _, y in v) / len(v))
-                  for v in groups.values())
+# -------------------------------------------------------------------------------------- figures
+def _labels(subs: list[tuple[Verdict, Submission]]) -> list[str]:
+    """Each submission's series label: its name, cut for the legend, control characters (which
+    SVG, being XML, cannot hold) replaced; a name two submissions share gets the file's name too
+    (and every series its file's name, should that clash)."""
+    printable = ["".join(c if c.isprintable() else "\ufffd" for c in s.name) for _, s in subs]
+    names = [n if len(n) <= LEGEND_CHARS else n[:LEGEND_CHARS - 1] + "…" for n in printable]
+    counts = Counter(names)
+    labels = [n if counts[n] == 1 else f"{n} ({v.path.name})" for n, (v, _) in zip(names, subs)]
+    return labels if len(set(labels)) == len(labels) else [v.path.name for v, _ in subs]
 
 
-def nice_ticks(lo: float, hi: float, n: int = 5) -> list[float]:
-    """About n round tick values covering [lo, hi]."""
-    if hi <= lo:
-        hi = lo + 1.0
-    raw = (hi - lo) / n
-    step = 10 ** math.floor(math.log10(raw))
-    for m in (1, 2, 2.5, 5, 10):
-        if raw <= m * step:
-            step *= m
-            break
-    start = math.floor(lo / step) * step
-    count = max(1, math.ceil((hi - start) / step - 1e-9))
-    return [round(start + i * step, 10) for i in range(count + 1)]
+def task_figures(subs: list[tuple[Verdict, Submission]]) -> dict[str, Figure]:
+    """`eebench plot`'s Pareto figure of each task: a series per submission (its seed-averaged
+    points, from the results table), the front across them, each submission's ELUE score in the
+    legend. Submitted names are plain text to matplotlib (no $math$)."""
+    from eebench.plot import method_styles, pareto_figure
+    from eebench.score import results_frame, score, seed_points, submission_records
+
+    labels = _labels(subs)
+    frame = results_frame(row for (_, s), label in zip(subs, labels)
+                          for row in submission_records(s, label))
+    elue = {label: s.elue.tasks if s.elue else {} for (_, s), label in zip(subs, labels)}
+    styles = method_styles(labels)
+    figures = {}
+    for task, rows in frame.groupby("task"):
+        report = score(seed_points(rows)).tasks[task]
+        report = replace(report, methods={label: replace(m, elue=elue[label].get(task))
+                                          for label, m in report.methods.items()})
+        with rc_context(SVG_RC):
+            figures[task] = pareto_figure(report, styles)
+    return figures
 
 
-def _front(points: list[tuple[float, float]]) -> list[tuple[float, float]]:
-    import numpy as np
+def svg(fig: Figure, label: str) -> str:
+    """A figure as inline SVG that the page's CSP allows, the same bytes for the same figure.
 
-    from eebench.score.pareto import pareto_mask
-
-    x = np.array([p[0] for p in points])
-    y = np.array([p[1] for p in points])
-    return sorted(p for p, on in zip(points, pareto_mask(x, y)) if on)
-
-
-def _plot(task: str, metric: str, series: list[tuple[str, str, list[tuple[float, float]]]]) -> str:
-    xs = [x for _, _, pts in series for x, _ in pts]
-    ys = [y for _, _, pts in series for _, y in pts]
-    pad = max(0.5, (max(ys) - min(ys)) * 0.05)  # keep points off the frame
-    xt = nice_ticks(0.0, max(xs) * 1.04)
-    yt = nice_ticks(min(ys) - pad, max(ys) + pad)
-    x0, x1, y0, y1 = xt[0], xt[-1], yt[0], yt[-1]
-    left, top = MARGIN["left"], MARGIN["top"]
-    w = PLOT_W - left - MARGIN["right"]
-    h = PLOT_H - top - MARGIN["bottom"]
-
-    def px(x: float) -> float:
-        return round(left + (x - x0) / (x1 - x0) * w, 2)
-
-    def py(y: float) -> float:
-        return round(top + h - (y - y0) / (y1 - y0) * h, 2)
-
-    out = [f'<svg xmlns="http://www.w3.org/2000/svg" width="{PLOT_W}" height="{PLOT_H}" '
-           f'role="img" aria-label="Pareto plot for {esc(task)}">']
-    for t in xt:
-        out.append(f'<line class="grid" x1="{px(t)}" y1="{top}" x2="{px(t)}" y2="{top + h}"/>'
-                   f'<text x="{px(t)}" y="{top + h + 16}" text-anchor="middle">{t:g}</text>')
-    for t in yt:
-        out.append(f'<line class="grid" x1="{left}" y1="{py(t)}" x2="{left + w}" y2="{py(t)}"/>'
-                   f'<text x="{left - 6}" y="{py(t) + 4}" text-anchor="end">{t:g}</text>')
-    out.append(f'<line class="axis" x1="{left}" y1="{top + h}" x2="{left + w}" y2="{top + h}"/>'
-               f'<line class="axis" x1="{left}" y1="{top}" x2="{left}" y2="{top + h}"/>'
-               f'<text x="{left + w / 2}" y="{PLOT_H - 8}" text-anchor="middle">'
-               "MFLOPs per sample</text>"
-               f'<text transform="translate(14 {top + h / 2}) rotate(-90)" '
-               f'text-anchor="middle">{esc(metric)}</text>')
-    for name, color, pts in series:
-        front = " ".join(f"{px(x)},{py(y)}" for x, y in _front(pts))
-        out.append(f'<g class="series" data-name="{esc(name)}">'
-                   f'<polyline points="{front}" fill="none" stroke="{color}" stroke-width="2"/>')
-        for x, y in pts:
-            out.append(f'<circle cx="{px(x)}" cy="{py(y)}" r="3.5" fill="{color}">'
-                       f"<title>{esc(name)}: {x:.2f} MFLOPs, {y:.2f}</title></circle>")
-        out.append("</g>")
-    legend_y = top + 6
-    for name, color, _ in series:
-        out.append(f'<rect x="{left + w + 14}" y="{legend_y}" width="10" height="10" '
-                   f'fill="{color}"/><text x="{left + w + 29}" y="{legend_y + 9}">'
-                   f"{esc(name[:24])}</text>")
-        legend_y += 15
-    out.append("</svg>")
-    return "".join(out)
+    matplotlib styles its SVG with CSS (a <style> element and style attributes), which a CSP
+    without 'unsafe-inline' blocks: each declaration becomes the SVG presentation attribute of
+    the same name (the <style> element's one rule, for every element, goes on the root, whence
+    it is inherited). Comments (each text, again) and metadata are left out; what is left is
+    re-serialised, so every string in it is escaped as XML."""
+    buf = io.StringIO()
+    with rc_context(SVG_RC), warnings.catch_warnings():
+        # a submitted name in a script DejaVu Sans lacks: boxes on the page, no warning per glyph
+        warnings.filterwarnings("ignore", "Glyph .* missing from font")
+        fig.savefig(buf, format="svg", metadata=dict.fromkeys(SVG_METADATA))
+    root = ElementTree.fromstring(buf.getvalue())
+    for parent in list(root.iter()):
+        for style in parent.findall(f"{{{SVG_NS}}}style"):
+            rule = re.fullmatch(r"\s*\*\s*\{(.*)\}\s*", style.text or "", re.S)
+            _set_css(root, rule.group(1) if rule else "")
+            parent.remove(style)
+    for element in root.iter():
+        _set_css(element, element.attrib.pop("style", ""))
+    root.set("role", "img")
+    root.set("aria-label", label)
+    ElementTree.register_namespace("", SVG_NS)  # written as <svg xmlns=...>, not <ns0:svg>
+    ElementTree.register_namespace("xlink", XLINK_NS)
+    return ElementTree.tostring(root, encoding="unicode")
 
 
-def _plots(subs: list[tuple[Verdict, Submission]], tasks: list[str]) -> str:
-    figures = []
-    for task in tasks:
-        series = [(s.name, PALETTE[i % len(PALETTE)], task_points(s, task))
-                  for i, (_, s) in enumerate(subs) if task in s.tasks]
-        metric = next(s.tasks[task].main_metric for _, s in subs if task in s.tasks)
-        figures.append(f'<figure data-task="{esc(task)}"><figcaption>{esc(task)} '
-                       f"({esc(metric)})</figcaption>{_plot(task, metric, series)}</figure>")
+def _set_css(element: ElementTree.Element, declarations: str) -> None:
+    """CSS declarations ("fill: #fff; stroke: none") as presentation attributes."""
+    for declaration in declarations.split(";"):
+        name, _, value = declaration.partition(":")
+        if name.strip():
+            element.set(name.strip(), value.strip())
+
+
+def _plots(subs: list[tuple[Verdict, Submission]]) -> str:
+    figures = [f'<figure data-task="{esc(task)}">{svg(fig, f"Pareto figure of {task}")}</figure>'
+               for task, fig in task_figures(subs).items()]
     return "".join(figures) or '<p class="note">No submissions.</p>'
 
 
@@ -241,7 +233,7 @@ def render(accepted: list[Verdict], rejected: list[Verdict]) -> str:
         "shown": str(len(subs)),
         "total": str(len(subs)),
         "table": _table(subs, tasks),
-        "plots": _plots(subs, tasks),
+        "plots": _plots(subs),
         "rejected": _rejected(rejected),
     })
 

@@ -6,9 +6,19 @@ settings without importing torch, and every field that changes the trained weigh
 
 from __future__ import annotations
 
-from dataclasses import asdict, dataclass, field, replace
 from pathlib import Path
-from typing import TYPE_CHECKING, Any, ClassVar
+from typing import TYPE_CHECKING, Annotated, Any, ClassVar, Literal
+
+from pydantic import (
+    BaseModel,
+    ConfigDict,
+    Field,
+    PlainSerializer,
+    PrivateAttr,
+    SerializationInfo,
+    ValidationError,
+    model_validator,
+)
 
 from eebench.errors import UsageError
 from eebench.train import checkpoint as ckpt
@@ -17,94 +27,128 @@ if TYPE_CHECKING:
     from eebench.methods.base import EarlyExitMethod
     from eebench.tasks.spec import TaskSpec
 
-PRECISIONS = ("fp32", "bf16")
-BIAS_INITS = ("label_mean", "zero")
-STAGE_FIELDS = ("epochs", "lr", "warmup_ratio", "weight_decay", "max_grad_norm")
+SEED_MAX = 2**32 - 1  # the batch order seeds torch with seed * 1_000_003 + epoch: stays in range
+
+# Bounds shared by a run's settings and a stage's overrides of them.
+Epochs = Annotated[int, Field(ge=1)]
+LearningRate = Annotated[float, Field(gt=0)]
+WarmupRatio = Annotated[float, Field(ge=0, lt=1)]
+WeightDecay = Annotated[float, Field(ge=0)]
+GradNorm = Annotated[float, Field(gt=0)]
+Seed = Annotated[int, Field(ge=0, le=SEED_MAX)]
 
 
-@dataclass
-class TrainConfig:
+class _Settings(BaseModel):
+    """Settings from TOML files and flags: unknown names, wrong types (a bool for a number, text
+    for a flag), inf and nan are refused, not converted."""
+
+    model_config = ConfigDict(extra="forbid", strict=True, allow_inf_nan=False)
+
+
+class StageOverrides(_Settings):
+    """One stage's own values, e.g. `{"lr": 1e-3, "epochs": 1}`; None keeps the run's."""
+
+    epochs: Epochs | None = None
+    lr: LearningRate | None = None
+    warmup_ratio: WarmupRatio | None = None
+    weight_decay: WeightDecay | None = None
+    max_grad_norm: GradNorm | None = None
+
+
+STAGE_FIELDS = tuple(StageOverrides.model_fields)
+
+
+class TrainConfig(_Settings):
     """Fine-tuning settings. Defaults follow BERT's GLUE recipe (lr 2e-5, batch 32, 128 tokens)."""
 
-    epochs: int = 3
-    batch_size: int = 32
-    lr: float = 2e-5
+    epochs: Epochs = 3
+    batch_size: int = Field(32, ge=1)
+    lr: LearningRate = 2e-5
     # A stage that trains exit heads alone on a frozen backbone (DeeBERT's second stage) starts
     # from random heads and needs a larger step than fine-tuning; None uses `lr`.
-    heads_lr: float | None = 5e-4
-    warmup_ratio: float = 0.1
-    weight_decay: float = 0.01
-    adam_eps: float = 1e-8
-    max_grad_norm: float = 1.0
-    max_seq_length: int = 128
-    max_train_samples: int | None = None  # a seeded subset of the training split
-    seed: int = 42
+    heads_lr: LearningRate | None = 5e-4
+    warmup_ratio: WarmupRatio = 0.1
+    weight_decay: WeightDecay = 0.01
+    adam_eps: float = Field(1e-8, gt=0)
+    max_grad_norm: GradNorm = 1.0
+    max_seq_length: int = Field(128, ge=1)
+    max_train_samples: int | None = Field(None, ge=1)  # a seeded subset of the training split
+    seed: Seed = 42
     # "bf16": forward passes under bfloat16 autocast (weights, gradients and optimizer stay in
     # float32); about twice as fast on CPUs with AMX/AVX-512-BF16 and on recent GPUs.
-    precision: str = "fp32"
+    precision: Literal["fp32", "bf16"] = "fp32"
     group_by_length: bool = False  # batch rows of similar length together (less padding)
     # Regression heads start with their bias at the training labels' mean ("label_mean") or at 0
     # ("zero"). From 0, heads that share a pooler (PABEE) can stay at the mean prediction.
-    regression_bias_init: str = "label_mean"
-    # stage name -> overrides of STAGE_FIELDS, e.g. {"highway": {"lr": 1e-3, "epochs": 1}}
-    stage_overrides: dict[str, dict[str, Any]] = field(default_factory=dict)
+    regression_bias_init: Literal["label_mean", "zero"] = "label_mean"
+    # stage name -> its overrides, e.g. {"highway": {"lr": 1e-3, "epochs": 1}}
+    stage_overrides: dict[str, StageOverrides] = Field(default_factory=dict)
     # These do not change the result, so they stay out of the checkpoint hash:
-    eval_every: int = 0  # dev evaluation every N steps (0: at the end of each epoch only)
-    save_every: int = 200  # checkpoint every N steps (and at every epoch and stage end)
-    eval_batch_size: int = 64
+    eval_every: int = Field(0, ge=0)  # dev evaluation every N steps (0: at each epoch end only)
+    save_every: int = Field(200, ge=0)  # checkpoint every N steps (and at epoch and stage ends)
+    eval_batch_size: int = Field(64, ge=1)
     device: str | None = None  # None: cuda when available, else cpu
 
     NOT_HASHED: ClassVar[tuple[str, ...]] = ("eval_every", "save_every", "eval_batch_size",
                                               "device")
+    _order: tuple[str, ...] = PrivateAttr(default=())
 
-    def validate(self) -> None:
-        """Refuse impossible settings with one line (they may come from a TOML file)."""
-        ints = ("epochs", "batch_size", "max_seq_length", "seed", "eval_every", "save_every",
-                "eval_batch_size", "max_train_samples")
-        floats = ("lr", "heads_lr", "warmup_ratio", "weight_decay", "adam_eps", "max_grad_norm")
-        for name in ints + floats:
-            value = getattr(self, name)
-            kinds = int if name in ints else (int, float)
-            if value is None and name in ("max_train_samples", "heads_lr"):
-                continue
-            if isinstance(value, bool) or not isinstance(value, kinds):
-                raise UsageError(f"training setting {name} must be a number, got {value!r}")
-        checks = [
-            (self.max_train_samples is None or self.max_train_samples > 0,
-             f"--max-train-samples must be positive, got {self.max_train_samples}"),
-            (self.precision in PRECISIONS,
-             f"--precision must be one of {', '.join(PRECISIONS)}, got {self.precision!r}"),
-            (self.regression_bias_init in BIAS_INITS,
-             f"regression_bias_init must be one of {', '.join(BIAS_INITS)}, got "
-             f"{self.regression_bias_init!r}"),
-            (isinstance(self.group_by_length, bool),
-             f"group_by_length must be true or false, got {self.group_by_length!r}"),
-            (min(self.epochs, self.batch_size, self.max_seq_length, self.eval_batch_size) >= 1,
-             "epochs, batch_size, max_seq_length and eval_batch_size must be at least 1"),
-            (min(self.lr, self.adam_eps, self.max_grad_norm,
-                 self.lr if self.heads_lr is None else self.heads_lr) > 0,
-             "lr, heads_lr, adam_eps and max_grad_norm must be positive"),
-            (0 <= self.warmup_ratio < 1, f"warmup_ratio must be in [0, 1): {self.warmup_ratio}"),
-            (min(self.weight_decay, self.save_every, self.eval_every) >= 0,
-             "weight_decay, save_every and eval_every must not be negative"),
-        ]
-        for ok, message in checks:
-            if not ok:
-                raise UsageError(message)
-        for stage, over in self.stage_overrides.items():
-            bad = set(over) - set(STAGE_FIELDS) if isinstance(over, dict) else {"?"}
-            if bad:
-                raise UsageError(f"stage {stage!r}: cannot override {sorted(bad)[0]!r}",
-                                 hint=f"stage settings are: {', '.join(STAGE_FIELDS)}")
-            replace(self, **over, stage_overrides={}).validate()
+    @model_validator(mode="wrap")
+    @classmethod
+    def _remember_order(cls, data: Any, handler: Any) -> TrainConfig:
+        """Keep the order the settings were given in: a run's config.json lists them that way."""
+        config = handler(data)
+        if isinstance(data, dict):
+            config._order = tuple(data)
+        return config
+
+    @classmethod
+    def parse(cls, data: dict[str, Any]) -> TrainConfig:
+        """Validated settings, or a one-line UsageError naming the setting."""
+        try:
+            return cls.model_validate(data)
+        except ValidationError as e:
+            raise settings_error(e, section=("train",)) from None
+
+    def given(self, mode: str = "python") -> dict[str, Any]:
+        """The settings that were given (defaults left out), in the order given: what a run
+        records, so that its name changes only with what was asked for."""
+        data = self.model_dump(mode=mode, exclude_unset=True)
+        return {k: data[k] for k in dict.fromkeys([*self._order, *data]) if k in data}
 
     def hashed(self) -> dict[str, Any]:
-        return {k: v for k, v in asdict(self).items() if k not in self.NOT_HASHED}
+        """Every setting that changes the trained weights (a stage's overrides as given)."""
+        data = self.model_dump(exclude=set(self.NOT_HASHED))
+        data["stage_overrides"] = {name: over.model_dump(exclude_none=True)
+                                   for name, over in self.stage_overrides.items()}
+        return data
 
     def for_stage(self, stage: str, heads_only: bool) -> TrainConfig:
         """This config with the stage's overrides applied (heads_lr for a heads-only stage)."""
         lr = self.heads_lr if heads_only and self.heads_lr is not None else self.lr
-        return replace(self, **{"lr": lr, **self.stage_overrides.get(stage, {})})
+        over = self.stage_overrides.get(stage, StageOverrides())
+        return self.model_copy(update={"lr": lr, **over.model_dump(exclude_none=True)})
+
+
+def _given(config: TrainConfig, info: SerializationInfo) -> dict[str, Any]:
+    return config.given(info.mode)
+
+
+# A TrainConfig that serializes as its given settings only (in a config file or a run's record).
+GivenTrainConfig = Annotated[TrainConfig, PlainSerializer(_given)]
+
+
+def settings_error(e: ValidationError, where: str = "", section: tuple[str, ...] = ()
+                   ) -> UsageError:
+    """A validation's first error on one line, naming the setting by its place in a config
+    (`section` is where the validated table sits): "training setting lr: Input should be a
+    finite number", "setting timing.samples: ..." (list positions left out)."""
+    err = e.errors()[0]
+    names = [str(part) for part in (*section, *err["loc"]) if not isinstance(part, int)]
+    kind = "setting"
+    if names[:1] == ["train"] and len(names) > 1:
+        kind, names = "training setting", names[1:]
+    return UsageError(f"{where}{kind} {'.'.join(names)}: {err['msg']}")
 
 
 def run_config(method: EarlyExitMethod, spec: TaskSpec, backbone: str, train_examples: Any,

@@ -80,7 +80,6 @@ def train(method: EarlyExitMethod, task_spec: TaskSpec, backbone: str, train_exa
     ("cls", "mean"; None: the backbone's own) is how the exit heads pool the tokens."""
     from eebench.models.backbones import resolve_pooling
 
-    cfg.validate()
     pooling = resolve_pooling(backbone, pooling)
     method.check_task(task_spec)
     if train_examples.labels is None:
