@@ -208,10 +208,11 @@ def test_exit_curve_of_a_regression_task_uses_its_main_metric(bench):
     run = next(r for r in sc.load_runs([bench.runs]) if r.config.method == "pabee")
     rng = np.random.default_rng(0)
     labels = rng.uniform(0, 5, size=20).astype(np.float32)
-    logits = rng.normal(size=(2, 20, 1)).astype(np.float32)  # two exits for three layers
-    fake = replace(run, arrays={"exit_logits": logits, "labels": labels})
+    logits = rng.normal(size=(2, 20, 1)).astype(np.float32)  # two exits, after layers 1 and 3
+    variant = run.variants[0].model_copy(update={"exit_layers": [1, 3]})
+    fake = replace(run, arrays={"exit_logits": logits, "labels": labels}, variants=[variant])
     curve = exit_curve(fake, get_task("stsb"))
-    assert not curve.by_layer and curve.layers.tolist() == [1, 2]
+    assert curve.layers.tolist() == [1, 3]
     for j in range(2):
         p, y = logits[j, :, 0], labels
         want = (pearsonr(p, y)[0] + spearmanr(p, y)[0]) / 2 * 100

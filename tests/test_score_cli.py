@@ -28,9 +28,9 @@ from eebench.run.artifacts import (
     OperatingPoint,
     RunConfig,
     RunSummary,
-    VariantRecord,
     write_points,
 )
+from tests.tiny import variant_records
 
 N = 200  # samples per run; every main metric below is a multiple of 0.5% of N
 CONVENTION = "2-flops-per-mac"
@@ -81,20 +81,10 @@ def write_run(
               str(run / PREDICTIONS_FILE))
     write_json(run / SUMMARY_FILE, RunSummary(
         model=model, method=method, task=task, split=split, seed=seed, config_hash=config.key(),
-        n_samples=N, num_points=len(points), variants=variants(method, config.sweep, num_layers),
+        n_samples=N, num_points=len(points),
+        variants=variant_records(method, config.sweep, num_layers),
     ))
     return run
-
-
-def variants(method: str, sweep: list[float], num_layers: int) -> list[VariantRecord]:
-    """What `eebench run` records: one model per k for static, else one with an exit per layer."""
-    if method == "static":
-        return [VariantRecord(name=f"k{int(k)}", sweep_values=[k], exit_layers=[int(k)],
-                              hidden_size=8, pooling="cls", logits_key=f"exit_logits_k{int(k)}")
-                for k in sweep]
-    return [VariantRecord(name="all", sweep_values=sweep,
-                          exit_layers=list(range(1, num_layers + 1)), hidden_size=8,
-                          pooling="cls", logits_key="exit_logits")]
 
 
 def static_points(offset: float) -> list[tuple[float, float, float]]:
@@ -332,7 +322,7 @@ def test_malformed_reference_file(runs: Path, tmp_path: Path, edit: str):
 
 def test_reference_build_refuses_non_static_and_mixed(runs: Path, tmp_path: Path):
     line = one_line_error(invoke("reference", "build", runs, "--out", tmp_path / "r.json"))
-    assert "not static" in line
+    assert "not of single-exit models" in line
     write_run(runs / "more", "static", static_points(0.0), split="test", seed=5)
     line = one_line_error(invoke("reference", "build", runs / "minilm-l6" / "static",
                                  runs / "more", "--out", tmp_path / "r.json"))

@@ -22,6 +22,7 @@ from eebench.score import (
 )
 from eebench.score.elue import elue_score, overall
 from eebench.score.reference import save_reference
+from tests.tiny import variant_records
 
 # A curve through (10, 60), (20, 70), (40, 80): slopes 1 and 0.5 per MFLOP.
 CX, CY = [10.0, 20.0, 40.0], [60.0, 70.0, 80.0]
@@ -84,7 +85,8 @@ def run(tmp: Path, method: str, task: str, seed: int, rows: list[tuple[float, fl
                        params_total=1, params_mean_used=1.0)
         for v, flops, acc in rows
     ]
-    return Run(path=tmp / f"{method}-{task}-{seed}", config=config, points=points)
+    return Run(path=tmp / f"{method}-{task}-{seed}", config=config, points=points,
+               variants=variant_records(method, config.sweep, 4))
 
 
 def static_runs(tmp: Path) -> list[Run]:
@@ -121,7 +123,7 @@ def test_score_refuses_a_reference_without_the_task(tmp_path: Path):
 
 def test_build_refuses_non_static_runs(tmp_path: Path):
     runs = static_runs(tmp_path) + [run(tmp_path, "pabee", "rte", 0, [(0.5, 2e7, 70.0)])]
-    with pytest.raises(DataError, match="not static"):
+    with pytest.raises(DataError, match="not of single-exit models"):
         build_reference(runs)
 
 

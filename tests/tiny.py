@@ -15,6 +15,7 @@ import torch
 
 from eebench.methods.base import EarlyExitMethod, get_method
 from eebench.models.multi_exit import MultiExitModel, assemble
+from eebench.run.artifacts import VariantRecord
 
 MINILM_VOCAB = 30522
 
@@ -83,3 +84,14 @@ def save_tiny_backbone(path: Path, seed: int = 0, mean_pooling: bool = False, **
             "word_embedding_dimension": tiny_config(**config).hidden_size,
             "pooling_mode_cls_token": False, "pooling_mode_mean_tokens": True}))
     return path
+
+
+def variant_records(method: str, sweep: list[float], num_layers: int) -> list[VariantRecord]:
+    """What `eebench run` records: one model per k for static, else one with an exit per layer."""
+    if method == "static":
+        return [VariantRecord(name=f"k{int(k)}", sweep_values=[k], exit_layers=[int(k)],
+                              hidden_size=8, pooling="cls", logits_key=f"exit_logits_k{int(k)}")
+                for k in sweep]
+    return [VariantRecord(name="all", sweep_values=sweep,
+                          exit_layers=list(range(1, num_layers + 1)), hidden_size=8,
+                          pooling="cls", logits_key="exit_logits")]

@@ -1,15 +1,15 @@
 """The numbers behind the figures that points.jsonl does not hold, from predictions.safetensors.
 
 points.jsonl gives each operating point's metric, but not how good each exit is on its own.
-Every run keeps the logits of every exit for every sample (`exit_logits` [E, N, C]; a static run
-one `exit_logits_k<k>` [1, N, C] per k), so the metric of exit j on *all* samples is one argmax
+Every run keeps the logits of every exit for every sample, per trained model (its variant records
+where: `exit_logits` [E, N, C] for a joint method, `exit_logits_k<k>` [1, N, C] per k for static)
+and after which layer each exit sits, so the metric of exit j on *all* samples is one argmax
 (for regression: the score itself) away, computed by the task's own metric code. The deepest exit
 on all samples is the run's full model, the baseline a speed-up's metric drop is measured from.
 """
 
 from __future__ import annotations
 
-import re
 from collections.abc import Sequence
 from dataclasses import dataclass
 
@@ -21,8 +21,6 @@ from eebench.score import Point, Run
 from eebench.tasks.metrics import compute_metrics
 from eebench.tasks.spec import TaskSpec
 
-STATIC_KEY = re.compile(r"exit_logits_k(\d+)$")
-
 
 @dataclass(frozen=True)
 class ExitCurve:
@@ -30,27 +28,24 @@ class ExitCurve:
 
     layers: np.ndarray  # the layer each exit sits after (1-based), ascending
     metrics: tuple[dict[str, float], ...]  # percent, one dict per exit
-    by_layer: bool  # False: the exits' layers are unknown and `layers` numbers them 1..E
 
     def values(self, name: str) -> np.ndarray:
         return np.array([m[name] for m in self.metrics], dtype=float)
 
 
-def exit_logits(run: Run) -> tuple[list[tuple[int, np.ndarray]], bool]:
-    """[(layer, logits [N, C])] for each exit, ascending, and whether the layers are known.
-
-    A multi-exit run with one exit per layer (E == num_layers) has exit j after layer j; with
-    fewer exits the layers are not recorded in the run, so exits are numbered 1..E instead."""
+def exit_logits(run: Run) -> list[tuple[int, np.ndarray]]:
+    """[(layer, logits [N, C])] for each exit of each of the run's models, by layer: the layers and
+    the logits' keys are the run's variant records."""
     arrays = run.predictions()
-    static = sorted((int(m.group(1)), key) for key in arrays if (m := STATIC_KEY.match(key)))
-    if static:  # one single-exit model per k: its exit sits after layer k
-        return [(k, arrays[key][-1]) for k, key in static], True
-    if "exit_logits" not in arrays:
-        raise DataError(f"{run.path / PREDICTIONS_FILE}: no exit_logits in it",
-                        hint="per-exit figures need the logits `eebench run` stores")
-    logits = arrays["exit_logits"]
-    num_layers = run.points[0].num_layers
-    return [(j + 1, logits[j]) for j in range(logits.shape[0])], logits.shape[0] == num_layers
+    out = []
+    for v in run.variants:
+        if v.logits_key not in arrays:
+            raise DataError(f"{run.path / PREDICTIONS_FILE}: no {v.logits_key} in it",
+                            hint="per-exit figures need the logits `eebench run` stores")
+        out += [(layer, arrays[v.logits_key][j]) for j, layer in enumerate(v.exit_layers)]
+    if not out:
+        raise DataError(f"{run.path}: no variants recorded (an unfinished run)")
+    return sorted(out, key=lambda item: item[0])
 
 
 def exit_curve(run: Run, spec: TaskSpec) -> ExitCurve:
@@ -58,15 +53,14 @@ def exit_curve(run: Run, spec: TaskSpec) -> ExitCurve:
     labels = run.labels()
     if labels is None:
         raise DataError(f"{run.path / PREDICTIONS_FILE}: no labels in it (an unlabelled split)")
-    exits, by_layer = exit_logits(run)
+    exits = exit_logits(run)
     metrics = []
     for _, logits in exits:
         if logits.shape[0] != len(labels):
             raise DataError(f"{run.path / PREDICTIONS_FILE}: exit logits for {logits.shape[0]} "
                             f"samples, labels for {len(labels)}")
         metrics.append(compute_metrics(spec, logits, labels))
-    return ExitCurve(layers=np.array([layer for layer, _ in exits]), metrics=tuple(metrics),
-                     by_layer=by_layer)
+    return ExitCurve(layers=np.array([layer for layer, _ in exits]), metrics=tuple(metrics))
 
 
 @dataclass(frozen=True)

@@ -136,7 +136,6 @@ def exits_figure(task: str, label: str, curves: Sequence[ExitCurve], main_metric
     # Seeds of a static method may sweep different k: each layer is averaged over the seeds
     # that have it.
     layers = np.unique(np.concatenate([c.layers for c in curves]))
-    by_layer = all(c.by_layer for c in curves)
     shown = [main_metric] + (["accuracy"] if main_metric != "accuracy"
                              and "accuracy" in curves[0].metrics[0] else [])
     for i, name in enumerate(shown):
@@ -154,7 +153,7 @@ def exits_figure(task: str, label: str, curves: Sequence[ExitCurve], main_metric
         ax.axhline(floor, color=REFERENCE_COLOR, linestyle="--", linewidth=1,
                    label=f"{floor_name} ({metric_short(main_metric)})")
     ax.set_xticks(layers)
-    ax.set_xlabel("exit layer" if by_layer else "exit (1 = first)")
+    ax.set_xlabel("exit layer")
     ax.set_ylabel(metric_label(main_metric))
     n = len(curves)
     seeds = f"mean ± std of {n} seeds" if n > 1 else "one seed"

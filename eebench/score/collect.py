@@ -21,8 +21,10 @@ from eebench.run.artifacts import (
     CONFIG_FILE,
     POINTS_FILE,
     PREDICTIONS_FILE,
+    SUMMARY_FILE,
     OperatingPoint,
     RunConfig,
+    VariantRecord,
     read_run,
 )
 
@@ -39,10 +41,20 @@ class Run:
     config: RunConfig
     points: list[OperatingPoint]
     arrays: dict[str, np.ndarray] | None = field(default=None, repr=False)
+    # The models the run trained (its summary's record; empty while the run is unfinished).
+    variants: list[VariantRecord] = field(default_factory=list)
 
     @property
     def model(self) -> str:
         return self.config.model
+
+    def variant_of(self, point: OperatingPoint) -> VariantRecord:
+        """The recorded model a point was measured on."""
+        for v in self.variants:
+            if v.name == point.variant:
+                return v
+        raise DataError(f"{self.path / SUMMARY_FILE}: no record of variant {point.variant!r}",
+                        hint="an unfinished run: rerun its `eebench run` command to finish it")
 
     def predictions(self) -> dict[str, np.ndarray]:
         """The per-sample arrays (labels [N], exit_layer [P, N], prediction [P, N]), loaded once."""
@@ -133,7 +145,8 @@ def load_run(path: Path) -> Run:
             raise DataError(
                 f"{where}: point for {p.method}/{p.task} in a run of {config.method}/{config.task}"
             )
-    return Run(path=path, config=config, points=points)
+    variants = files.summary.variants if files.summary is not None else []
+    return Run(path=path, config=config, points=points, variants=variants)
 
 
 def load_runs(inputs: Sequence[str | Path]) -> list[Run]:

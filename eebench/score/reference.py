@@ -1,9 +1,10 @@
 """Reference curves: versioned JSON files of static first-k-layer points, one curve per task.
 
 A curve is what a plain model reaches with its first k layers and nothing else; an early-exit
-method earns a positive ELUE score by beating it at equal FLOPs. Curves are built from `static`
-runs only (k = 1..L, one point per k, averaged over seeds) and carry their provenance, so a
-score can always say what it was measured against. The schema is documented in docs/scoring.md;
+method earns a positive ELUE score by beating it at equal FLOPs. Curves are built from runs of
+single-exit models only (static: one model per k = 1..L; k is read from each point's recorded
+variant, averaged over seeds) and carry their provenance, so a score can always say what it was
+measured against. The schema is documented in docs/scoring.md;
 `schema_version` is a constant of this file, never derived from the package version.
 """
 
@@ -24,9 +25,6 @@ from eebench.score.collect import Run, check_consistent, raw_points
 from eebench.score.stats import aggregate_seeds
 
 REFERENCE_SCHEMA_VERSION = 1
-STATIC_METHOD = "static"
-
-
 class _Data(BaseModel):
     model_config = ConfigDict(extra="forbid", protected_namespaces=())
 
@@ -80,7 +78,7 @@ class RunRecord(_Data):
 class Provenance(_Data):
     created: str  # UTC, ISO 8601
     eebench_version: str
-    method: str = STATIC_METHOD
+    method: str  # the method of the runs (static)
     seeds: list[int]
     runs: list[RunRecord]
 
@@ -108,12 +106,6 @@ def _iso(ts: float | None = None) -> str:
     return when.replace(microsecond=0).isoformat()
 
 
-def _layers(point) -> int:
-    """k of a static point: its sweep value when it sweeps layers, else its exit layer."""
-    value = point.sweep_value if point.sweep_param == "layers" else point.avg_exit_layer
-    return int(round(value))
-
-
 def build_reference(runs: Sequence[Run], name: str | None = None) -> ReferenceCurves:
     """One curve per task from static runs; non-static runs, mixed models, splits or FLOPs
     conventions are refused. Several seeds of one k are averaged (seeds.aggregate_seeds)."""
@@ -121,14 +113,15 @@ def build_reference(runs: Sequence[Run], name: str | None = None) -> ReferenceCu
 
     if not runs:
         raise DataError("no runs to build a reference from")
-    for run in runs:
-        if run.config.method != STATIC_METHOD:
+    for run in runs:  # single-exit models: every sample of a point exits at its model's one exit
+        if not run.variants or any(len(v.exit_layers) != 1 for v in run.variants):
             raise DataError(
-                f"{run.path}: a {run.config.method} run, not {STATIC_METHOD}",
+                f"{run.path}: a {run.config.method} run, not of single-exit models",
                 hint="a reference curve is built from static first-k-layer runs only",
             )
     for what, values in (
         ("models", {r.config.model for r in runs}),
+        ("methods", {r.config.method for r in runs}),
         ("FLOPs conventions", {p.flops_convention for r in runs for p in r.points}),
         ("splits", {p.split for r in runs for p in r.points}),
     ):
@@ -139,8 +132,9 @@ def build_reference(runs: Sequence[Run], name: str | None = None) -> ReferenceCu
     check_consistent(raw)
     # Group by k (not by sweep value), so "one run per k" and "one run with every k" agree.
     by_k = [
-        replace(rp, point=rp.point.model_copy(
-            update={"sweep_param": "layers", "sweep_value": float(_layers(rp.point))}))
+        replace(rp, point=rp.point.model_copy(update={
+            "sweep_param": "layers",
+            "sweep_value": float(rp.run.variant_of(rp.point).exit_layers[0])}))
         for rp in raw
     ]
     tasks: dict[str, TaskCurve] = {}
@@ -167,7 +161,7 @@ def build_reference(runs: Sequence[Run], name: str | None = None) -> ReferenceCu
         flops_convention=first.flops_convention,
         split=first.split,
         provenance=Provenance(
-            created=_iso(), eebench_version=__version__,
+            created=_iso(), eebench_version=__version__, method=runs[0].config.method,
             seeds=sorted({r.config.seed for r in runs}), runs=records,
         ),
         tasks=tasks,

@@ -32,6 +32,7 @@ POINT_COLUMNS = ("task", "method", "sweep_param", "sweep_value", "n_seeds", "mfl
                  "mflops_std", "main_metric", "main", "main_std", "pareto", "elue_delta", "split",
                  "flops_convention", "num_layers")
 
+
 @dataclass(frozen=True)
 class HvReference:
     """The point hypervolume and AUC are measured from: the full model's FLOPs and the metric of

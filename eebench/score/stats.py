@@ -60,7 +60,7 @@ def sample_std(values: Sequence[float] | np.ndarray) -> float:
 
 
 def _mean(values: Sequence[float] | np.ndarray) -> float:
-    # numpy's mean, not pandas': its summation gives bit-identical means to np.mean elsewhere
+    # numpy's, not pandas' own (which sums otherwise): the same bits as np.mean everywhere else
     return float(np.mean(np.asarray(values, dtype=float)))
 
 
