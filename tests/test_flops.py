@@ -13,8 +13,6 @@ from eebench.errors import EebenchError, UsageError
 from eebench.measure.flops import (
     CONVENTIONS,
     build_cost_table,
-    closed_form_bert_flops,
-    closed_form_layer_flops,
     count_flops,
     fvcore_flops,
     torch_flops,
@@ -26,6 +24,19 @@ from tests import tiny
 
 D, D_FF, C = 32, 64, 2  # tiny.tiny_model's hidden and intermediate sizes; 2 labels
 HEAD = 2 * (D * D + D * C)  # pooler on [CLS] + classifier: 2176
+
+
+# The closed forms the counters are checked against.
+def closed_form_layer_flops(n: int, hidden: int, intermediate: int) -> int:
+    """A BERT layer under mac2-matmul: 2 x (4*n*d^2 + 2*n*d*d_ff + 2*n^2*d) multiply-adds."""
+    return 2 * (4 * n * hidden**2 + 2 * n * hidden * intermediate + 2 * n * n * hidden)
+
+
+def closed_form_bert_flops(n: int, hidden: int, intermediate: int, num_layers: int,
+                           num_labels: int) -> int:
+    """A BERT classifier (layers + pooler on [CLS] + linear classifier) under mac2-matmul."""
+    head = 2 * (hidden * hidden + hidden * num_labels)
+    return num_layers * closed_form_layer_flops(n, hidden, intermediate) + head
 
 
 def _inputs(model, n: int) -> tuple:

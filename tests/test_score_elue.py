@@ -20,12 +20,17 @@ from eebench.score import (
     raw_points,
     score,
 )
-from eebench.score.elue import elue_score, overall
+from eebench.score.elue import elue_deltas, overall
 from eebench.score.reference import save_reference
 from tests.tiny import variant_records
 
 # A curve through (10, 60), (20, 70), (40, 80): slopes 1 and 0.5 per MFLOP.
 CX, CY = [10.0, 20.0, 40.0], [60.0, 70.0, 80.0]
+
+
+def elue_score(curve_flops, curve_main, flops, main, extrapolate="clamp") -> float:
+    """One method on one task: the mean of its points' deltas."""
+    return float(np.mean(elue_deltas(curve_flops, curve_main, flops, main, extrapolate)))
 
 
 def test_inside_the_range_is_linear():

@@ -11,7 +11,7 @@ import pytest
 from eebench.errors import DataError
 from eebench.run.artifacts import OperatingPoint, RunConfig
 from eebench.score import Run, aggregate_seeds, compare_methods, raw_points
-from eebench.score.stats import match_by_flops, paired_bootstrap, per_sample_scores, rank_methods
+from eebench.score.stats import match_by_flops, paired_bootstrap, paired_scores, rank_methods
 
 
 def make_run(method: str, seed: int, rows: list[tuple[float, float, float]], *,
@@ -111,7 +111,8 @@ def test_per_sample_scores_and_compare_on_regression():
                  predictions=preds_b)
     points = aggregate_seeds(raw_points([a, b]))
     pabee = next(p for p in points if p.label == "pabee")
-    assert per_sample_scores(pabee, regression=True).tolist() == [0.0, 0.0, 0.0, 1.0]
+    scores, _, how = paired_scores(pabee, pabee, regression=True)
+    assert scores.tolist() == [0.0, 0.0, 0.0, 1.0] and how == "same samples, seeds averaged"
     rows = compare_methods(points, "pabee", "deebert", n_resamples=100)
     assert rows[0].statistic == "squared error"
     assert rows[0].b.sweep_value == 0.1  # 9 MFLOPs is nearer to 10 than 30 is
@@ -130,8 +131,8 @@ def test_seeds_on_different_subsets_pair_seed_by_seed():
         runs.append(make_run("deebert", s, [(0.1, 1e7, 0.0)],
                              predictions={"labels": labels, "prediction": wrong_first[None, :]}))
     points = aggregate_seeds(raw_points(runs))
-    with pytest.raises(DataError, match="other samples than its other seeds"):
-        per_sample_scores(points[0], regression=False)
+    _, _, how = paired_scores(points[0], points[1], regression=False)
+    assert how == "paired by seed (2)"  # the seeds' samples differ: never averaged together
     (row,) = compare_methods(points, "pabee", "deebert", n_resamples=50)
     assert row.pairing == "paired by seed (2)" and row.result.n_samples == 4 + 6
     assert row.result.difference == pytest.approx(2 * 100 / 10)  # one miss per seed, 10 samples

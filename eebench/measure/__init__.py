@@ -17,7 +17,7 @@ from typing import Any
 _EXPORTS = {
     "CONVENTIONS": "flops", "DEFAULT_CONVENTION": "flops", "CostTable": "flops",
     "build_cost_table": "flops", "count_flops": "flops", "fvcore_flops": "flops",
-    "torch_flops": "flops", "closed_form_layer_flops": "flops", "closed_form_bert_flops": "flops",
+    "torch_flops": "flops",
     "params_total": "params", "params_per_exit": "params", "ParamCounts": "params",
     "count_unique": "params",
     "environment": "env",

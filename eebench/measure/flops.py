@@ -177,19 +177,6 @@ class _Call(nn.Module):
         return out
 
 
-# -- closed form -----------------------------------------------------------------------------------
-def closed_form_layer_flops(n: int, hidden: int, intermediate: int) -> int:
-    """A BERT layer under mac2-matmul: 2 x (4*n*d^2 + 2*n*d*d_ff + 2*n^2*d) multiply-adds."""
-    return 2 * (4 * n * hidden**2 + 2 * n * hidden * intermediate + 2 * n * n * hidden)
-
-
-def closed_form_bert_flops(n: int, hidden: int, intermediate: int, num_layers: int,
-                           num_labels: int) -> int:
-    """A BERT classifier (layers + pooler on [CLS] + linear classifier) under mac2-matmul."""
-    head = 2 * (hidden * hidden + hidden * num_labels)
-    return num_layers * closed_form_layer_flops(n, hidden, intermediate) + head
-
-
 # -- the cost table --------------------------------------------------------------------------------
 @dataclass(frozen=True)
 class CostTable:

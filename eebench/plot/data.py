@@ -17,7 +17,7 @@ import numpy as np
 
 from eebench.errors import DataError
 from eebench.run.artifacts import PREDICTIONS_FILE
-from eebench.score import Point, Run
+from eebench.score import Point, Run, sample_std
 from eebench.tasks.metrics import compute_metrics
 from eebench.tasks.spec import TaskSpec
 
@@ -74,10 +74,6 @@ class SpeedupPoint:
     drop_std: float
 
 
-def _std(values: Sequence[float]) -> float:
-    return float(np.std(values, ddof=1)) if len(values) > 1 else 0.0
-
-
 def speedup_points(points: Sequence[Point], full_main: dict[str, float]) -> list[SpeedupPoint]:
     """Speed-up and metric drop of each point; `full_main` maps a run directory (str) to the
     main metric of its full model. The drop is taken per seed, then averaged."""
@@ -85,6 +81,7 @@ def speedup_points(points: Sequence[Point], full_main: dict[str, float]) -> list
     for p in points:
         speed = [rp.point.speedup for rp in p.sources]
         drop = [full_main[str(rp.run.path)] - rp.point.main for rp in p.sources]
-        out.append(SpeedupPoint(point=p, speedup=float(np.mean(speed)), speedup_std=_std(speed),
-                                drop=float(np.mean(drop)), drop_std=_std(drop)))
+        out.append(SpeedupPoint(point=p, speedup=float(np.mean(speed)),
+                                speedup_std=sample_std(speed), drop=float(np.mean(drop)),
+                                drop_std=sample_std(drop)))
     return out

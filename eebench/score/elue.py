@@ -63,18 +63,6 @@ def elue_deltas(
     return np.asarray(main, dtype=float) - curve_at(curve_flops, curve_main, flops, extrapolate)
 
 
-def elue_score(
-    curve_flops: Sequence[float],
-    curve_main: Sequence[float],
-    flops: np.ndarray | Sequence[float],
-    main: np.ndarray | Sequence[float],
-    extrapolate: str = DEFAULT_EXTRAPOLATE,
-) -> float:
-    """One method on one task: the mean of its points' deltas."""
-    deltas = elue_deltas(curve_flops, curve_main, flops, main, extrapolate)
-    return float(np.mean(deltas)) if len(deltas) else float("nan")
-
-
 def overall(per_task: Mapping[str, float]) -> float:
     """A method's overall ELUE score: the mean over the tasks it was scored on."""
     values = [v for v in per_task.values() if np.isfinite(v)]

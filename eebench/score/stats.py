@@ -191,15 +191,6 @@ def _source_scores(rp: RawPoint, regression: bool) -> tuple[np.ndarray, np.ndarr
     return labels, (p == labels).astype(float) * 100.0
 
 
-def per_sample_scores(point: Point, regression: bool) -> np.ndarray:
-    """Per-sample scores averaged over the point's seeds, which must share their samples."""
-    scored = [_source_scores(rp, regression) for rp in point.sources]
-    for rp, (labels, _) in zip(point.sources[1:], scored[1:], strict=True):
-        if not np.array_equal(labels, scored[0][0]):
-            raise DataError(f"{rp.run.path}: evaluated on other samples than its other seeds")
-    return np.mean([x for _, x in scored], axis=0)
-
-
 def paired_scores(pa: Point, pb: Point, regression: bool) -> tuple[np.ndarray, np.ndarray, str]:
     """Per-sample scores of A and B, aligned sample by sample, and how they were paired.
 

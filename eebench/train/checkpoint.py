@@ -250,10 +250,6 @@ def load_rng(path: Path) -> dict[str, torch.Tensor]:
     return _load_tensors(path / RNG_FILE)[0]
 
 
-def read_scheduler(path: Path) -> dict[str, Any]:
-    return read_json(path / SCHEDULER_FILE, hint=HINT)
-
-
 def load_trained(path: Path, allow_unfinished: bool = False) -> tuple[Any, Any, dict[str, Any]]:
     """(model in eval mode, tokenizer, meta) from a checkpoint directory. Never unpickles."""
     path = Path(path)
