@@ -185,6 +185,8 @@ RUN = ["run", "--method", "pabee", "--task", "rte"]
     ([*RUN, "--time-samples", "0"], "setting timing.samples: Input should be greater"),
     ([*RUN, "--setting", "loss_weights=x"],
      "method 'pabee': setting loss_weights: Input should be 'layer' or 'equal'"),
+    ([*RUN, "--split", "train"], "--split train: runs are evaluated on dev or test"),
+    ([*RUN, "--split", "tets"], "task 'rte' has no split 'tets' (hint: did you mean 'test'?)"),
 ])
 def test_bad_flags_are_refused_with_one_line_before_any_work(tmp_path, args, message):
     out = ["--out", str(tmp_path / "out")] + (["--checkpoints", str(tmp_path / "ckpt")]

@@ -23,15 +23,13 @@ from __future__ import annotations
 
 import difflib
 import json
-import os
-import socket
 from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
-from urllib.parse import urlparse
 
 from eebench.errors import DataError, EebenchError, UsageError
+from eebench.io import hub_offline_mode, hub_unreachable
 from eebench.registry import Registry
 
 if TYPE_CHECKING:
@@ -91,25 +89,11 @@ def resolve_backbone(name: str) -> str:
     return name
 
 
-def _offline() -> bool:
-    """HF_HUB_OFFLINE is set, or the hub's host cannot be reached within a few seconds."""
-    if os.environ.get("HF_HUB_OFFLINE", "").lower() in ("1", "true", "yes", "on"):
-        return True
-    if any(os.environ.get(v) for v in ("HTTPS_PROXY", "https_proxy", "ALL_PROXY", "all_proxy")):
-        return False  # a proxy may reach what a direct connection cannot: let the hub client try
-    url = urlparse(os.environ.get("HF_ENDPOINT", "https://huggingface.co"))
-    try:
-        socket.create_connection((url.hostname or "huggingface.co", url.port or 443), 3).close()
-    except OSError:
-        return True
-    return False
-
-
 def from_pretrained(loader: Callable[..., Any], name: str, **kwargs: Any) -> Any:
     """Call a Hugging Face `from_pretrained` on the resolved backbone with one-line errors."""
     where = resolve_backbone(name)
     local = Path(where).is_dir()
-    if not local and _offline():
+    if not local and (hub_offline_mode() or hub_unreachable() is not None):
         kwargs["local_files_only"] = True
     try:
         return loader(where, **kwargs)

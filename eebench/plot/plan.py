@@ -15,7 +15,6 @@ File names (the extension is the format):
 
 from __future__ import annotations
 
-import os
 from collections import Counter
 from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass
@@ -26,7 +25,7 @@ import numpy as np
 from matplotlib.figure import Figure
 
 from eebench.errors import DataError, EebenchError, UsageError
-from eebench.io import atomic_write_text
+from eebench.io import atomic_path, atomic_write_text
 from eebench.plot.data import ExitCurve, exit_curve, speedup_points
 from eebench.plot.figures import exits_figure, histogram_figure, pareto_figure, speedup_figure
 from eebench.plot.style import method_styles, metric_short, slug, task_title
@@ -165,12 +164,8 @@ def write_figures(planned: Iterable[PlannedFigure], out: Path, fmt: str = "png",
         for f in planned:
             path = out / f"{f.name}.{fmt}"
             fig = f.build()
-            tmp = out / f".{path.name}.tmp"
-            try:
+            with atomic_path(path) as tmp:
                 fig.savefig(tmp, format=fmt, metadata=_METADATA[fmt])
-                os.replace(tmp, path)
-            finally:
-                tmp.unlink(missing_ok=True)
             paths.append(path)
             if on_saved is not None:
                 on_saved(path)

@@ -11,6 +11,7 @@ from eebench.errors import UsageError
 from eebench.methods.base import get_method
 from eebench.run.artifacts import RunConfig
 from eebench.run.config import BenchConfig
+from eebench.tasks.loaders import resolve_split
 from eebench.tasks.spec import get_task
 
 
@@ -46,9 +47,10 @@ def run_config_for(config: BenchConfig, method: str, task: str, seed: int) -> Ru
     spec = get_task(task)
     m = get_method(method, **config.methods_settings.get(method, {}))
     m.check_task(spec)
-    if config.split not in spec.splits:
-        raise UsageError(f"task {spec.name!r} has no split {config.split!r}",
-                         hint=f"its splits are: {', '.join(spec.splits)}")
+    split = resolve_split(spec, config.split)  # the loaders' names and aliases
+    if split == "train":
+        raise UsageError("--split train: runs are evaluated on dev or test",
+                         hint="the training split is what the model learns from")
     sweep = config.sweeps.get(method)
     if sweep is None:
         sweep = m.default_sweep(backbone_layers(config.model), spec.is_regression,
@@ -63,7 +65,7 @@ def run_config_for(config: BenchConfig, method: str, task: str, seed: int) -> Ru
     budget = config.for_task(spec.name)
     return RunConfig(
         model=config.model, pooling=pooling, method=m.name, method_settings=m.settings,
-        task=spec.name, split=config.split, seed=seed, sweep=[float(v) for v in sweep],
+        task=spec.name, split=split, seed=seed, sweep=[float(v) for v in sweep],
         train=train, max_seq_length=budget.max_seq_length,
         max_eval_samples=budget.max_eval_samples, flops_convention=config.flops_convention,
         timing=config.timing,

@@ -9,23 +9,20 @@ from __future__ import annotations
 
 import difflib
 import math
-import os
-import socket
 from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass, field, replace
 from pathlib import Path
-from urllib.parse import urlparse
 
 import numpy as np
 
 from eebench.errors import DataError, UsageError
+from eebench.io import hub_offline_mode, hub_unreachable
 from eebench.tasks.spec import DevFromTrain, HubSource, LocalFile, TaskSpec, get_task
 from eebench.tasks.tsv import read_tsv
 
 SPLIT_ALIASES = {"validation": "dev", "val": "dev", "valid": "dev"}
 NO_GOLD = {"-", "-1"}  # SNLI-style items without a gold label: skipped and counted
 LOCAL_HINT = "pass --data-dir DIR or set EEBENCH_DATA_DIR to a local GLUE/ELUE TSV directory"
-HUB_PROBE_TIMEOUT_S = 3.0
 
 
 @dataclass
@@ -242,35 +239,17 @@ def load_file(spec: TaskSpec, split: str, data_dir: Path) -> Examples:
 
 
 # -------------------------------------------------------------------------------------- hub
-def _offline_env() -> bool:
-    names = ("HF_HUB_OFFLINE", "HF_DATASETS_OFFLINE", "TRANSFORMERS_OFFLINE")
-    return any(os.environ.get(n, "").strip().upper() in {"1", "ON", "YES", "TRUE"} for n in names)
-
-
-def _probe_hub(where: str) -> None:
-    """Fail in seconds, not after the hub client's retry loop, when the hub cannot be reached."""
-    if _offline_env() or any(os.environ.get(v) for v in ("HTTPS_PROXY", "https_proxy",
-                                                         "ALL_PROXY", "all_proxy")):
-        return  # offline: the client fails at once or uses its cache; proxies: let it connect
-    url = urlparse(os.environ.get("HF_ENDPOINT", "https://huggingface.co"))
-    host, port = url.hostname or "huggingface.co", url.port or (80 if url.scheme == "http" else 443)
-    try:
-        socket.create_connection((host, port), timeout=HUB_PROBE_TIMEOUT_S).close()
-    except OSError:
-        raise DataError(
-            f"cannot reach the Hugging Face hub ({host}) to load {where}; {LOCAL_HINT}",
-            hint="HF_HUB_OFFLINE=1 reads a cached copy",
-        ) from None
-
-
 def _fetch(hub: HubSource, hub_split: str, where: str):
-    _probe_hub(where)
+    # offline mode: the client fails at once or reads its cache; unreachable: fail in seconds
+    if not hub_offline_mode() and (host := hub_unreachable()) is not None:
+        raise DataError(f"cannot reach the Hugging Face hub ({host}) to load {where}; "
+                        f"{LOCAL_HINT}", hint="HF_HUB_OFFLINE=1 reads a cached copy")
     import datasets
 
     try:
         return datasets.load_dataset(hub.path, hub.name, split=hub_split)
     except Exception as e:  # noqa: BLE001 - datasets raises many types; each becomes one line
-        if _offline_env():
+        if hub_offline_mode():
             why = "offline mode (HF_HUB_OFFLINE) is on and there is no cached copy"
         else:
             why = (str(e).strip().splitlines() or [type(e).__name__])[0][:200]
