@@ -10,7 +10,8 @@ how many sit within float tolerance of the decision boundary.
 
 from __future__ import annotations
 
-from collections.abc import Iterable
+from collections.abc import Callable, Iterable
+from contextlib import AbstractContextManager, nullcontext
 from dataclasses import dataclass
 
 import numpy as np
@@ -109,14 +110,18 @@ def _cut_mask(ext: torch.Tensor | None, keep: torch.Tensor, width: int):
         ..., :width, :width]
 
 
-def dynamic_inference(model, rule: ExitRule, batches: Iterable[dict], n: int, is_regression: bool
+def dynamic_inference(model, rule: ExitRule, batches: Iterable[dict], n: int, is_regression: bool,
+                      full: bool = False, timer: Callable[[], AbstractContextManager] | None = None
                       ) -> Decisions:
-    """Real early-exit inference over a split, in whatever batch size `batches` yields."""
+    """Real early-exit inference over a split of `n` samples, in whatever batch size `batches`
+    yields; rows no batch holds stay 0. `timer()` (e.g. a Stopwatch's `time`) brackets each batch,
+    so wall time covers the model alone, not the bookkeeping."""
     exit_index = np.zeros(n, dtype=np.int64)
     prediction = np.zeros(n, dtype=np.float64)
     for batch in batches:
-        e, p = dynamic_batch(model, rule, batch, is_regression)
-        idx = np.asarray(batch["index"])
+        with timer() if timer is not None else nullcontext():
+            e, p = dynamic_batch(model, rule, batch, is_regression, full=full)
+        idx = batch["index"].cpu().numpy()
         exit_index[idx], prediction[idx] = e.numpy(), p.numpy()
     if not is_regression:
         prediction = prediction.astype(np.int64)

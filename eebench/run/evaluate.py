@@ -14,7 +14,7 @@ import numpy as np
 from eebench.methods.base import Variant
 from eebench.models.outputs import collect_exit_logits
 from eebench.rules.base import ExitRule, FixedRule
-from eebench.rules.engine import Decisions, compare, dynamic_batch, simulate
+from eebench.rules.engine import Decisions, compare, dynamic_batch, dynamic_inference, simulate
 from eebench.run import artifacts as R
 from eebench.run.config import TimingConfig
 from eebench.tasks.spec import TaskSpec
@@ -130,17 +130,10 @@ def _real_inference(model, rule: ExitRule, enc, subset: np.ndarray, timing: Timi
             dynamic_batch(model, rule, b, spec.is_regression, full=full)
         reset_peak_memory(device)
         watch = Stopwatch(device)
-        exit_index = np.zeros(len(enc), dtype=np.int64)
-        prediction = np.zeros(len(enc), dtype=np.float64)
         for _ in range(repeats):
-            for b in batches:
-                with watch.time():
-                    e, p = dynamic_batch(model, rule, b, spec.is_regression, full=full)
-                idx = b["index"].cpu().numpy()
-                exit_index[idx], prediction[idx] = e.numpy(), p.numpy()
-        if not spec.is_regression:
-            prediction = prediction.astype(np.int64)
-        decisions.append(Decisions(exit_index, prediction, np.full(len(enc), np.inf)))
+            dec = dynamic_inference(model, rule, batches, len(enc), spec.is_regression, full,
+                                    timer=watch.time)
+        decisions.append(dec)
         total_s = sum(watch.raw_ms) / 1e3 / repeats
         timings.append(R.Timing(
             device=device_description(device), batch_size=bs,
