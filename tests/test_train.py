@@ -401,3 +401,39 @@ def test_cli_usage_errors_exit_2(tiny_model, data_dir, tmp_path):
     result = _cli("--method", "pabee", *base, "--pooling", "max")
     assert result.exit_code == 2 and "pooling" in result.stderr
     assert not any(tmp_path.iterdir())
+
+
+@pytest.mark.parametrize("poison", ["loss", "gradient"])
+def test_a_diverging_run_stops_with_one_line_and_leaves_no_finished_checkpoint(
+        poison, tiny_model, data_dir, tmp_path, monkeypatch):
+    """From the second step on, the loss (or only its gradient) is NaN: training stops there with
+    one error line, and the checkpoint stays at its last good step, unfinished, with finite
+    weights."""
+    from eebench.methods.pabee import PABEE
+
+    real, steps = PABEE.loss, []
+
+    def poisoned(self, exit_logits, labels, stage, is_regression):
+        loss = real(self, exit_logits, labels, stage, is_regression)
+        steps.append(1)
+        if len(steps) < 2:
+            return loss
+        if poison == "loss":
+            return loss * float("nan")
+        zero = exit_logits[0].sum() * 0  # 0, on a path to every weight: d sqrt(x)/dx = inf at 0
+        return loss + 0.0 * torch.sqrt(zero)  # a finite loss whose gradient is NaN
+
+    monkeypatch.setattr(PABEE, "loss", poisoned)
+    result = _cli("--method", "pabee", "--task", "rte", "--model", tiny_model, "--data-dir",
+                  str(data_dir), "--max-train-samples", "24", "--batch-size", "8", "--epochs", "1",
+                  "--max-seq-length", "32", "--save-every", "1", "--out", str(tmp_path))
+    assert result.exit_code == 1
+    assert "Traceback" not in result.output
+    last = result.stderr.strip().splitlines()[-1]
+    what = "the loss is nan" if poison == "loss" else "the gradient norm is nan"
+    assert last.startswith("error: training diverged: ") and f"{what} at step 2" in last
+    [state_file] = tmp_path.rglob(ckpt.STATE_FILE)
+    state = json.loads(state_file.read_text())
+    assert not state["finished"] and state["global_step"] == 1
+    model, _, _ = load_trained(state_file.parent, allow_unfinished=True)
+    assert all(torch.isfinite(p).all() for p in model.parameters())

@@ -267,11 +267,17 @@ class _Trainer:
                     # Every exit's logits: the method picks the stage's exits itself.
                     loss = self.method.loss(list(logits), batch["labels"], stage,
                                             self.spec.is_regression)
+                    # A non-finite loss or gradient would write NaN weights: stop, and leave the
+                    # checkpoint at its last good step, unfinished.
                     if not torch.isfinite(loss):
-                        raise EebenchError(f"the loss is {loss.item()} at step "
+                        raise EebenchError(f"training diverged: the loss is {loss.item()} at step "
                                            f"{state.global_step + 1}", hint="lower the --lr")
                     loss.backward()
-                    torch.nn.utils.clip_grad_norm_(trainable, cfg.max_grad_norm)
+                    norm = torch.nn.utils.clip_grad_norm_(trainable, cfg.max_grad_norm)
+                    if not torch.isfinite(norm):
+                        raise EebenchError(f"training diverged: the gradient norm is {norm.item()} "
+                                           f"at step {state.global_step + 1}",
+                                           hint="lower the --lr")
                     with ckpt.hold_interrupts():
                         optimizer.step()
                         optimizer.zero_grad(set_to_none=True)
