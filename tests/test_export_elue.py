@@ -163,7 +163,7 @@ def test_runs_written_before_variants_export_the_same_files(runs, tmp_path):
         shutil.copytree(runs[name], moved)
         summary = json.loads((moved / R.SUMMARY_FILE).read_text())
         summary["checkpoints"] = [str(tmp_path / "gone" / v["name"]) for v in summary["variants"]]
-        del summary["variants"]
+        del summary["variants"], summary["files"]
         summary["schema_version"] = 1
         (moved / R.SUMMARY_FILE).write_text(json.dumps(summary))
         lines = (moved / R.POINTS_FILE).read_text().splitlines()
@@ -197,7 +197,19 @@ def test_export_refuses_dev_runs_and_incomplete_run_directories(runs, tmp_path):
     shutil.copytree(runs["static"], short)
     (short / R.IDS_FILE).write_text("0\n1\n")
     result = runner.invoke(app, ["export-elue", str(short), "--out", str(tmp_path / "z")])
+    assert result.exit_code == 1 and "does not match the sha256" in result.stderr
+    # the same run as an older version wrote it (no hashes in its summary): the rows are checked
+    summary = json.loads((short / R.SUMMARY_FILE).read_text())
+    del summary["files"]
+    (short / R.SUMMARY_FILE).write_text(json.dumps(summary))
+    result = runner.invoke(app, ["export-elue", str(short), "--out", str(tmp_path / "z")])
     assert result.exit_code == 1 and "2 ids for 20 samples" in result.stderr
+    ids = [str(i) for i in range(20)]
+    ids[4] = "4\tx"
+    (short / R.IDS_FILE).write_text("".join(f"{i}\n" for i in ids))
+    result = runner.invoke(app, ["export-elue", str(short), "--out", str(tmp_path / "z")])
+    assert result.exit_code == 1 and "ids.txt:5: the id holds a tab" in result.stderr
+    assert len(result.stderr.strip().splitlines()) == 1 and not (tmp_path / "z").exists()
 
     missing = runner.invoke(app, ["export-elue", str(tmp_path / "nothing"), "--out",
                                   str(tmp_path / "w")])

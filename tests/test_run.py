@@ -11,6 +11,7 @@ from safetensors.numpy import load_file
 from typer.testing import CliRunner
 
 from eebench.cli import app
+from eebench.errors import DataError
 from eebench.run import artifacts as R
 from tests import tiny
 
@@ -74,6 +75,47 @@ def test_run_writes_a_complete_run_directory(tmp_path, backbone, data_dir, metho
     again = _run(tmp_path, backbone, data_dir, "--method", method)
     assert again["run_dir"] == out["run_dir"]
     assert (run_dir / R.POINTS_FILE).stat().st_mtime_ns == before
+    assert set(run.summary.files) == set(R.VOUCHED_FILES)  # the summary vouches for its files
+
+
+def test_a_damaged_finished_run_is_named_not_trusted_and_overwrite_redoes_it(
+        tmp_path, backbone, data_dir):
+    out = _run(tmp_path, backbone, data_dir, "--method", "pabee", "--no-timing")
+    run_dir = Path(out["run_dir"])
+    predictions = run_dir / R.PREDICTIONS_FILE
+    whole = predictions.read_bytes()
+    args = ["run", "--method", "pabee", "--task", "rte", "--model", str(backbone), "--data-dir",
+            str(data_dir), "--max-train-samples", "32", "--epochs", "1", "--max-seq-length", "48",
+            "--max-eval-samples", "20", "--time-samples", "6", "--no-timing", "--out",
+            str(tmp_path / "runs"), "--checkpoints", str(tmp_path / "ckpt")]
+    damages = {
+        R.PREDICTIONS_FILE: (whole[: len(whole) // 2], "does not match the sha256"),
+        R.SUMMARY_FILE: (b'{"schema_version": 2', "finished run damaged"),
+        R.IDS_FILE: (None, "missing from a finished run"),
+    }
+    for name, (content, message) in damages.items():
+        original = (run_dir / name).read_bytes()
+        if content is None:
+            (run_dir / name).unlink()
+        else:
+            (run_dir / name).write_bytes(content)
+        result = runner.invoke(app, args)
+        assert result.exit_code == 1, result.output
+        [line] = result.stderr.strip().splitlines()[-1:]
+        assert message in line and "--overwrite" in line and "already done" not in result.stderr
+        (run_dir / name).write_bytes(original)
+    predictions.write_bytes(whole[:100])
+    redo = runner.invoke(app, [*args, "--overwrite"])
+    assert redo.exit_code == 0, redo.output
+    assert predictions.read_bytes() == whole  # the same run again, bit for bit
+    assert R.verify_run(run_dir).summary is not None
+
+
+def test_ids_with_a_tab_or_a_line_break_are_refused():
+    assert R.ids_text(["0", "a b"], "x.tsv") == "0\na b\n"
+    for bad in ("a\tb", "a\nb"):
+        with pytest.raises(DataError, match=r"x.tsv: sample id .* \(row 2\) holds a tab"):
+            R.ids_text(["0", bad], "x.tsv")
 
 
 def test_static_run_trains_one_model_per_k(tmp_path, backbone, data_dir, monkeypatch):

@@ -281,11 +281,24 @@ def test_point_missing_a_field(tmp_path: Path):
     assert f"{POINTS_FILE}:2" in line and "mean_flops" in line
 
 
-def test_nan_metric(tmp_path: Path):
+@pytest.mark.parametrize("field, value, message", [
+    ("main", "NaN", "main: Input should be a finite number"),
+    ("main", "1e308", "main: Input should be less than or equal to 100"),
+    ("mean_flops", "-5.0", "mean_flops: Input should be greater than 0"),
+    ("mean_flops", "1e308", "mean_flops: Input should be less than or equal to 1000000000000"),
+    ("mean_flops", '"many"', "mean_flops: Input should be a valid number"),
+    ("avg_exit_layer", "1.0", "avg_exit_layer 1.0 is not the exit histogram's mean"),
+])
+def test_impossible_numbers_in_a_point_are_refused_naming_file_and_line(tmp_path: Path, field,
+                                                                       value, message):
     run = write_run(tmp_path, "pabee", PABEE)
-    text = (run / POINTS_FILE).read_text().replace('"main":70.0', '"main":NaN', 1)
-    (run / POINTS_FILE).write_text(text)
-    assert "main is nan" in one_line_error(invoke("score", tmp_path))
+    lines = (run / POINTS_FILE).read_text().splitlines()
+    point = json.loads(lines[1])
+    lines[1] = json.dumps(point).replace(f'"{field}": {json.dumps(point[field])}',
+                                         f'"{field}": {value}')
+    (run / POINTS_FILE).write_text("\n".join(lines) + "\n")
+    line = one_line_error(invoke("score", tmp_path))
+    assert f"{POINTS_FILE}:2: not a valid OperatingPoint" in line and message in line
 
 
 def test_empty_points_file(tmp_path: Path):

@@ -84,14 +84,20 @@ def run(tmp: Path, method: str, task: str, seed: int, rows: list[tuple[float, fl
                        variant=f"k{int(v)}" if method == "static" else "all",
                        sweep_param="layers" if method == "static" else "threshold",
                        sweep_value=v, n_samples=10, num_layers=4, metrics={"accuracy": acc},
-                       main_metric="accuracy", main=acc, avg_exit_layer=v if method == "static"
-                       else 2.0, exit_histogram=[0, 10, 0, 0], flops_convention="c",
+                       main_metric="accuracy", main=acc, avg_exit_layer=_layer(method, v),
+                       exit_histogram=[10 * (i == _layer(method, v)) for i in range(1, 5)],
+                       flops_convention="c",
                        mean_flops=flops, mean_mflops=flops / 1e6, speedup=1.0, layer_saving=0.0,
                        params_total=1, params_mean_used=1.0)
         for v, flops, acc in rows
     ]
     return Run(path=tmp / f"{method}-{task}-{seed}", config=config, points=points,
                variants=variant_records(method, config.sweep, 4))
+
+
+def _layer(method: str, value: float) -> int:
+    """Where every sample exits: after layer k for static k, after layer 2 otherwise."""
+    return int(value) if method == "static" else 2
 
 
 def static_runs(tmp: Path) -> list[Run]:

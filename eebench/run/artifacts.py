@@ -24,14 +24,22 @@ formats: everything else sees today's schemas.
 from __future__ import annotations
 
 import json
+import math
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any, TypeVar
+from typing import Annotated, Any, TypeVar
 
-from pydantic import BaseModel, ConfigDict, Field, ValidationError
+from pydantic import BaseModel, ConfigDict, Field, ValidationError, model_validator
 
 from eebench.errors import DataError
-from eebench.io import atomic_write_text, config_hash, read_json, read_model, read_text
+from eebench.io import (
+    atomic_write_text,
+    config_hash,
+    read_json,
+    read_model,
+    read_text,
+    sha256_file,
+)
 from eebench.methods.base import JOINT
 from eebench.run.config import TimingConfig
 from eebench.train.config import GivenTrainConfig, TrainConfig
@@ -66,7 +74,18 @@ class Timing(_Data):
     raw_ms: list[float] = Field(default_factory=list)
 
 
+# No classifier costs an exaFLOP per sample: a larger number is an error, not a measurement.
+MAX_FLOPS = 1e18
+Metric = Annotated[float, Field(ge=-100, le=100)]  # percent; correlations x100 go down to -100
+
+
 class OperatingPoint(_Data):
+    """One sweep value of one run. Finite numbers only, and consistent with each other (a
+    histogram that adds up to the samples and averages to the exit layer): a point that is not is
+    refused where it is read, naming the file and line."""
+
+    model_config = ConfigDict(extra="forbid", protected_namespaces=(), allow_inf_nan=False)
+
     schema_version: int = POINTS_SCHEMA_VERSION
     method: str
     variant: str  # the name of the variant (trained model) this point was measured on
@@ -75,23 +94,45 @@ class OperatingPoint(_Data):
     seed: int
     sweep_param: str  # e.g. "threshold", "patience", "layers"
     sweep_value: float
-    n_samples: int
-    num_layers: int  # layers of the full model
-    metrics: dict[str, float] = Field(default_factory=dict)  # percent; empty for unlabelled splits
+    n_samples: int = Field(ge=1)
+    num_layers: int = Field(ge=1)  # layers of the full model
+    metrics: dict[str, Metric] = Field(default_factory=dict)  # empty for unlabelled splits
     main_metric: str
-    main: float | None  # metrics[main_metric]
+    main: Metric | None  # metrics[main_metric]
     avg_exit_layer: float
-    exit_histogram: list[int]  # samples exiting at layer 1..num_layers
+    exit_histogram: list[Annotated[int, Field(ge=0)]]  # samples exiting at layer 1..num_layers
     flops_convention: str
-    mean_flops: float  # FLOPs per sample, summed along each sample's executed path
+    mean_flops: float = Field(gt=0, le=MAX_FLOPS)  # per sample, along each sample's path
     mean_mflops: float
     speedup: float  # num_layers / avg_exit_layer
     layer_saving: float  # 1 - avg_exit_layer / num_layers
-    params_total: int
-    params_mean_used: float  # parameters touched, averaged over samples
+    params_total: int = Field(ge=1)
+    params_mean_used: float = Field(gt=0)  # parameters touched, averaged over samples
     timings: list[Timing] = Field(default_factory=list)
     disagreements: int | None = None  # samples where real dynamic inference decided otherwise
     disagreements_near_threshold: int | None = None
+
+    @model_validator(mode="after")
+    def _consistent(self) -> OperatingPoint:
+        hist = self.exit_histogram
+        checks = [
+            (len(hist) == self.num_layers,
+             f"exit_histogram has {len(hist)} entries for {self.num_layers} layers"),
+            (sum(hist) == self.n_samples,
+             f"exit_histogram adds up to {sum(hist)}, not n_samples {self.n_samples}"),
+            (math.isclose(self.avg_exit_layer,
+                          sum((i + 1) * h for i, h in enumerate(hist)) / self.n_samples,
+                          rel_tol=1e-6, abs_tol=1e-6),
+             f"avg_exit_layer {self.avg_exit_layer} is not the exit histogram's mean"),
+            (math.isclose(self.mean_mflops, self.mean_flops / 1e6, rel_tol=1e-6),
+             f"mean_mflops {self.mean_mflops} is not mean_flops / 1e6"),
+            (self.main == self.metrics.get(self.main_metric),
+             f"main {self.main} is not metrics[{self.main_metric!r}]"),
+        ]
+        for ok, message in checks:
+            if not ok:
+                raise ValueError(message)
+        return self
 
 
 class RunConfig(_Data):
@@ -145,6 +186,9 @@ class RunSummary(_Data):
     full_model: dict[str, Any] = Field(default_factory=dict)  # the last layer's metrics and FLOPs
     best_main: float | None = None
     variants: list[VariantRecord]
+    # sha256 of each file the summary vouches for (name -> digest); empty for runs written before
+    # they were recorded
+    files: dict[str, str] = Field(default_factory=dict)
     finished: bool = True
 
     def variant(self, name: str) -> VariantRecord:
@@ -152,6 +196,62 @@ class RunSummary(_Data):
             if v.name == name:
                 return v
         raise KeyError(name)
+
+
+VOUCHED_FILES = (CONFIG_FILE, ENV_FILE, POINTS_FILE, PREDICTIONS_FILE, IDS_FILE)
+
+
+def file_hashes(run_dir: Path) -> dict[str, str]:
+    """The sha256 of every file a finished run's summary vouches for."""
+    return {name: sha256_file(run_dir / name) for name in VOUCHED_FILES}
+
+
+def verify_run(run_dir: Path) -> RunFiles:
+    """A finished run, checked rather than trusted: every file parses and matches the sha256 its
+    summary recorded (runs from before hashes were recorded: every file present, the arrays
+    readable). A damaged run is one line that says what is wrong."""
+    hint = "rerun with --overwrite to redo it"
+    try:
+        run = read_run(run_dir)
+    except DataError as e:
+        raise DataError(f"finished run damaged: {e.message}", hint=hint) from None
+    recorded = run.summary.files if run.summary is not None else {}
+    for name in VOUCHED_FILES:
+        path = run_dir / name
+        if not path.is_file():
+            raise DataError(f"{path}: missing from a finished run", hint=hint)
+        if name in recorded and sha256_file(path) != recorded[name]:
+            raise DataError(f"{path}: does not match the sha256 its run's {SUMMARY_FILE} "
+                            "recorded (changed or truncated)", hint=hint)
+    if PREDICTIONS_FILE not in recorded:
+        _check_arrays(run_dir / PREDICTIONS_FILE, hint)
+    return run
+
+
+def _check_arrays(path: Path, hint: str) -> None:
+    from safetensors import safe_open
+
+    try:
+        with safe_open(str(path), framework="numpy") as f:
+            for key in f.keys():
+                f.get_tensor(key)
+    except Exception as e:  # safetensors raises its own error types for a damaged file
+        raise DataError(f"{path}: not a readable safetensors file ({_short(e)})",
+                        hint=hint) from None
+
+
+def _short(e: BaseException) -> str:
+    return " ".join(str(e).split())[:160] or type(e).__name__
+
+
+def ids_text(ids: list[str], source: str) -> str:
+    """ids.txt: one sample id a line. An id with a tab or a line break would shift every row of
+    the files made from it (ELUE's TSV exports): refused, naming where the ids came from."""
+    for row, i in enumerate(ids):
+        if "\t" in i or "\n" in i or "\r" in i:
+            raise DataError(f"{source}: sample id {i!r} (row {row + 1}) holds a tab or line break",
+                            hint="ids are written one a line into tab-separated files")
+    return "".join(f"{i}\n" for i in ids)
 
 
 def logits_key(variant: str, count: int) -> str:

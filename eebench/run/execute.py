@@ -56,6 +56,7 @@ def execute(cfg: R.RunConfig, opts: RunOptions) -> Path | None:
     if opts.overwrite and run_dir.exists():
         shutil.rmtree(run_dir)
     if (run_dir / R.SUMMARY_FILE).exists():
+        R.verify_run(run_dir)
         _say(opts, f"already done: {run_dir}")
         return run_dir
     lock = _claim(run_dir)
@@ -63,6 +64,7 @@ def execute(cfg: R.RunConfig, opts: RunOptions) -> Path | None:
         return None
     try:
         if (run_dir / R.SUMMARY_FILE).exists():  # finished by another process meanwhile
+            R.verify_run(run_dir)
             _say(opts, f"already done: {run_dir}")
             return run_dir
         _execute(cfg, opts, run_dir)
@@ -135,9 +137,11 @@ def _execute(cfg: R.RunConfig, opts: RunOptions, run_dir: Path) -> None:
             checkpoint=str(ckpt_dir), **measured.structure))
 
     _write_predictions(run_dir, arrays, extra)
-    atomic_write_text(run_dir / R.IDS_FILE, "".join(f"{i}\n" for i in eval_ex.ids))
+    atomic_write_text(run_dir / R.IDS_FILE, R.ids_text(eval_ex.ids, eval_ex.source))
     R.write_points(run_dir / R.POINTS_FILE, points)
-    write_json(run_dir / R.SUMMARY_FILE, _summary(cfg, run_dir, points, len(eval_ex), records))
+    summary = _summary(cfg, run_dir, points, len(eval_ex), records)
+    summary.files = R.file_hashes(run_dir)  # the summary vouches for what was written
+    write_json(run_dir / R.SUMMARY_FILE, summary)
 
 
 def _train(cfg: R.RunConfig, method: EarlyExitMethod, spec: TaskSpec, train_ex, dev_ex,

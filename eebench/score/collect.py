@@ -9,7 +9,6 @@ none.
 from __future__ import annotations
 
 import glob
-import math
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -138,9 +137,6 @@ def load_run(path: Path) -> Run:
         where = f"{path / POINTS_FILE}:{n}"
         if p.main is None:
             raise DataError(f"{where}: no {p.main_metric} value (unlabelled splits are not scored)")
-        for name, value in (("main", p.main), ("mean_flops", p.mean_flops)):
-            if not math.isfinite(value):
-                raise DataError(f"{where}: {name} is {value} (a metric and FLOPs must be finite)")
         if p.task != config.task or p.method != config.method:
             raise DataError(
                 f"{where}: point for {p.method}/{p.task} in a run of {config.method}/{config.task}"

@@ -121,7 +121,7 @@ def export_elue(run_dir: Path, out_dir: Path) -> Export:
     run_dir, out_dir = Path(run_dir), Path(out_dir)
     if not (run_dir / R.CONFIG_FILE).is_file():
         raise DataError(f"{run_dir}: not a run directory (no {R.CONFIG_FILE})")
-    run = R.read_run(run_dir)
+    run = R.verify_run(run_dir)  # a finished run whose files match what its summary recorded
     cfg, points = run.config, run.points
     if not cfg.split.startswith("test"):
         raise UsageError(f"{run_dir}: a {cfg.split}-split run; ELUE takes test-set predictions",
@@ -146,6 +146,9 @@ def export_elue(run_dir: Path, out_dir: Path) -> Export:
     ids = ids_path.read_text(encoding="utf-8").splitlines()
     if len(ids) != n:
         raise DataError(f"{ids_path}: {len(ids)} ids for {n} samples")
+    tabbed = next((row for row, i in enumerate(ids, 1) if "\t" in i), None)
+    if tabbed is not None:  # it would add a fourth field to a three-column file
+        raise DataError(f"{ids_path}:{tabbed}: the id holds a tab")
 
     names = [file_name(cfg.task, cfg.split, p.sweep_param, p.sweep_value) for p in points]
     if len(set(names)) != len(names):
