@@ -333,6 +333,23 @@ def test_malformed_reference_file(runs: Path, tmp_path: Path, edit: str):
     one_line_error(invoke("score", runs, "--reference", ref))
 
 
+@pytest.mark.parametrize("field, value, message", [
+    ("flops", -1.0, "flops: Input should be greater than 0"),
+    ("flops", 1e308, "flops: Input should be less than or equal to"),
+    ("main", 1e308, "main: Input should be less than or equal to 100"),
+    ("main", "70", "main: Input should be a valid number"),
+    ("mflops", 123.0, "is not flops / 1e6"),
+])
+def test_impossible_numbers_in_a_reference_are_refused(runs: Path, tmp_path: Path, field, value,
+                                                       message):
+    ref = build_ref(runs, tmp_path / "ref.json")
+    data = json.loads(ref.read_text())
+    data["tasks"]["rte"]["points"][0][field] = value
+    ref.write_text(json.dumps(data))
+    line = one_line_error(invoke("score", runs, "--reference", ref))
+    assert "not a valid reference file" in line and message in line, line
+
+
 def test_reference_build_refuses_non_static_and_mixed(runs: Path, tmp_path: Path):
     line = one_line_error(invoke("reference", "build", runs, "--out", tmp_path / "r.json"))
     assert "not of single-exit models" in line

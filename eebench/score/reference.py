@@ -17,32 +17,35 @@ from dataclasses import replace
 from datetime import datetime, timezone
 from pathlib import Path
 
-from pydantic import BaseModel, ConfigDict, Field, field_validator, model_validator
+from pydantic import BaseModel, ConfigDict, Field, ValidationError, model_validator
 
 from eebench.errors import DataError
 from eebench.io import atomic_write_text
+from eebench.run.artifacts import MAX_FLOPS, Metric
 from eebench.score.collect import Run, check_consistent, raw_points
 from eebench.score.stats import aggregate_seeds
 
 REFERENCE_SCHEMA_VERSION = 1
 class _Data(BaseModel):
-    model_config = ConfigDict(extra="forbid", protected_namespaces=())
+    model_config = ConfigDict(extra="forbid", protected_namespaces=(), allow_inf_nan=False,
+                              strict=True)
 
 
 class ReferencePoint(_Data):
+    """One k of a curve: finite, possible numbers only (the bounds of a run's points)."""
+
     layers: int = Field(ge=1)  # k: the first k layers
-    flops: float = Field(gt=0)  # FLOPs per sample
+    flops: float = Field(gt=0, le=MAX_FLOPS)  # FLOPs per sample
     mflops: float = Field(gt=0)  # the same in MFLOPs, for people reading the file
-    main: float  # main metric in percent, mean over seeds
-    main_std: float = 0.0  # sample std over seeds (0 for one seed)
+    main: Metric  # main metric in percent, mean over seeds
+    main_std: float = Field(0.0, ge=0)  # sample std over seeds (0 for one seed)
     seeds: list[int] = Field(default_factory=list)
 
-    @field_validator("flops", "mflops", "main", "main_std")
-    @classmethod
-    def _finite(cls, v: float) -> float:
-        if not math.isfinite(v):
-            raise ValueError("must be finite")
-        return v
+    @model_validator(mode="after")
+    def _mflops(self) -> ReferencePoint:
+        if not math.isclose(self.mflops, self.flops / 1e6, rel_tol=1e-6):
+            raise ValueError(f"mflops {self.mflops} is not flops / 1e6")
+        return self
 
 
 class TaskCurve(_Data):
@@ -197,6 +200,7 @@ def load_reference(path: Path) -> ReferenceCurves:
         )
     try:
         return ReferenceCurves.model_validate(data)
-    except ValueError as e:
-        lines = str(e).splitlines()
-        raise DataError(f"{path}: not a valid reference file: {' '.join(lines[1:3])}") from None
+    except ValidationError as e:
+        err = e.errors()[0]
+        where = ".".join(str(x) for x in err["loc"]) or "(top level)"
+        raise DataError(f"{path}: not a valid reference file: {where}: {err['msg']}") from None
