@@ -240,7 +240,8 @@ def test_backbones_command_shows_each_default_pooling():
     rows = {r["name"]: r["pooling"] for r in json.loads(result.stdout)}
     assert rows["minilm-l6"] == "mean" and rows["bert-base"] == "cls"
     lrs = {r["name"]: r["lr"] for r in json.loads(result.stdout)}
-    assert lrs == {"minilm-l6": 1e-4, "bert-base": 2e-5}  # bert-base: BERT's GLUE recipe
+    assert lrs == {"minilm-l6": 1e-4, "bert-base": 2e-5, "mpnet-base": 5e-5}  # bert: GLUE's
+    assert rows["mpnet-base"] == "mean"  # declared: the listing extracts nothing
     table = CliRunner().invoke(app, ["backbones"])
     assert table.exit_code == 0 and "pooling" in table.stderr and not table.stdout
 
@@ -263,3 +264,9 @@ def test_hub_id_offline_fails_fast_with_one_line(monkeypatch):
     assert "minilm-l6" in e.value.hint
     with pytest.raises(EebenchError, match="offline"):
         load_tokenizer("eebench-test/no-such-model")
+
+
+def test_declared_pooling_of_a_bundled_backbone_is_what_its_directory_says(minilm_path):
+    from eebench.models.backbones import BACKBONES
+
+    assert default_pooling(str(minilm_path)) == BACKBONES.get("minilm-l6").pooling == "mean"

