@@ -76,6 +76,7 @@ def test_run_writes_a_complete_run_directory(tmp_path, backbone, data_dir, metho
     assert again["run_dir"] == out["run_dir"]
     assert (run_dir / R.POINTS_FILE).stat().st_mtime_ns == before
     assert set(run.summary.files) == set(R.VOUCHED_FILES)  # the summary vouches for its files
+    assert run.summary.wall_seconds > 0
 
 
 def test_a_damaged_finished_run_is_named_not_trusted_and_overwrite_redoes_it(

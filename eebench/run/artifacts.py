@@ -189,6 +189,9 @@ class RunSummary(_Data):
     # sha256 of each file the summary vouches for (name -> digest); empty for runs written before
     # they were recorded
     files: dict[str, str] = Field(default_factory=dict)
+    # Wall time of the process that finished the run, training and measurement included (a run
+    # resumed from a checkpoint counts what was left); None for runs from before it was recorded.
+    wall_seconds: float | None = None
     finished: bool = True
 
     def variant(self, name: str) -> VariantRecord:

@@ -8,6 +8,7 @@ it at once, and an interrupted run resumes (training from its last checkpoint, e
 from __future__ import annotations
 
 import shutil
+import time
 from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import Any
@@ -95,6 +96,7 @@ def _claim(run_dir: Path) -> Any:
 
 
 def _execute(cfg: R.RunConfig, opts: RunOptions, run_dir: Path) -> None:
+    started = time.perf_counter()
     from eebench.measure.env import environment
 
     spec = get_task(cfg.task)
@@ -141,6 +143,7 @@ def _execute(cfg: R.RunConfig, opts: RunOptions, run_dir: Path) -> None:
     R.write_points(run_dir / R.POINTS_FILE, points)
     summary = _summary(cfg, run_dir, points, len(eval_ex), records)
     summary.files = R.file_hashes(run_dir)  # the summary vouches for what was written
+    summary.wall_seconds = round(time.perf_counter() - started, 1)
     write_json(run_dir / R.SUMMARY_FILE, summary)
 
 
