@@ -37,11 +37,10 @@ class RunOptions:
 
 
 def backbone_layers(model: str) -> int:
-    from transformers import AutoConfig
+    """The backbone's depth, from its config (converted where its family needs it)."""
+    from eebench.models.families import load_config
 
-    from eebench.models.backbones import from_pretrained
-
-    return int(from_pretrained(AutoConfig.from_pretrained, model).num_hidden_layers)
+    return int(load_config(model).num_hidden_layers)
 
 
 def run_dir_for(cfg: R.RunConfig, out: Path) -> Path:

@@ -26,7 +26,7 @@ from pathlib import Path
 import numpy as np
 
 from eebench.errors import DataError, UsageError
-from eebench.io import atomic_write_text
+from eebench.io import atomic_files, read_text
 from eebench.run import artifacts as R
 
 HEADER = ("index", "pred", "modules")
@@ -84,11 +84,9 @@ def file_name(task: str, split: str, sweep_param: str, value: float) -> str:
 
 def _hidden_of(model: str) -> int:
     """The backbone's hidden size, for runs that did not record it (summary schema 1)."""
-    from transformers import AutoConfig
+    from eebench.models.families import load_config
 
-    from eebench.models.backbones import from_pretrained
-
-    return int(from_pretrained(AutoConfig.from_pretrained, model).hidden_size)
+    return int(load_config(model).hidden_size)
 
 
 def structures(run: R.RunFiles) -> list[Structure]:
@@ -114,6 +112,7 @@ def _pred_text(value, labels: tuple[str, ...] | None) -> str:
 
 def export_elue(run_dir: Path, out_dir: Path) -> Export:
     """Write one TSV per operating point of a test-split run (names: `file_name`)."""
+    from safetensors import SafetensorError
     from safetensors.numpy import load_file
 
     from eebench.tasks.spec import get_task
@@ -130,7 +129,11 @@ def export_elue(run_dir: Path, out_dir: Path) -> Export:
     pred_path = run_dir / R.PREDICTIONS_FILE
     if not pred_path.is_file():
         raise DataError(f"{pred_path}: missing")
-    arrays = load_file(str(pred_path))
+    try:
+        arrays = load_file(str(pred_path))
+    except SafetensorError as e:
+        raise DataError(f"{pred_path}: not a readable safetensors file ({e})",
+                        hint="rerun the run with --overwrite") from e
     for key in ("exit_layer", "prediction", "lengths"):
         if key not in arrays:
             raise DataError(f"{pred_path}: no {key!r} array", hint="rerun with --overwrite")
@@ -143,7 +146,7 @@ def export_elue(run_dir: Path, out_dir: Path) -> Export:
     if not ids_path.is_file():
         raise DataError(f"{ids_path}: missing (it holds the test file's index column)",
                         hint="rerun the run with --overwrite")
-    ids = ids_path.read_text(encoding="utf-8").splitlines()
+    ids = read_text(ids_path, hint="rerun the run with --overwrite").splitlines()
     if len(ids) != n:
         raise DataError(f"{ids_path}: {len(ids)} ids for {n} samples")
     tabbed = next((row for row, i in enumerate(ids, 1) if "\t" in i), None)
@@ -154,22 +157,26 @@ def export_elue(run_dir: Path, out_dir: Path) -> Export:
     if len(set(names)) != len(names):
         raise DataError(f"{run_dir / R.POINTS_FILE}: a sweep value appears twice")
     files = []
-    for row, (p, s, name) in enumerate(zip(points, structures(run), names)):
-        layers = exit_layer[row]
-        bad = sorted(set(np.unique(layers).tolist()) - set(s.exit_layers))
-        if bad:
-            raise DataError(f"{pred_path}: point {row} exits at layer {bad[0]}, which has no exit "
-                            f"head (exits after layers {list(s.exit_layers)})")
-        preds = prediction[row]
-        if spec.labels is not None and (preds.min() < 0 or preds.max() >= len(spec.labels)):
-            raise DataError(f"{pred_path}: point {row} predicts a label id outside "
-                            f"0..{len(spec.labels) - 1}")
-        lines = ["\t".join(HEADER)]
-        lines += [f"{ids[i]}\t{_pred_text(prediction[row, i], spec.labels)}\t"
-                  f"{modules(lengths[i], layers[i], s)}" for i in range(n)]
-        path = out_dir / name
-        atomic_write_text(path, "\n".join(lines) + "\n")
-        files.append(ExportedFile(path=path, task=cfg.task, sweep_param=p.sweep_param,
-                                  sweep_value=p.sweep_value, rows=n,
-                                  avg_exit_layer=p.avg_exit_layer, mean_mflops=p.mean_mflops))
+    # every file is checked and written to a temporary file first; they replace the previous
+    # export together, so a bad point or a full disk leaves the output directory as it was
+    with atomic_files() as staging:
+        for row, (p, s, name) in enumerate(zip(points, structures(run), names)):
+            layers = exit_layer[row]
+            bad = sorted(set(np.unique(layers).tolist()) - set(s.exit_layers))
+            if bad:
+                raise DataError(f"{pred_path}: point {row} exits at layer {bad[0]}, which has no "
+                                f"exit head (exits after layers {list(s.exit_layers)})")
+            preds = prediction[row]
+            if spec.labels is not None and (preds.min() < 0 or preds.max() >= len(spec.labels)):
+                raise DataError(f"{pred_path}: point {row} predicts a label id outside "
+                                f"0..{len(spec.labels) - 1}")
+            lines = ["\t".join(HEADER)]
+            lines += [f"{ids[i]}\t{_pred_text(prediction[row, i], spec.labels)}\t"
+                      f"{modules(lengths[i], layers[i], s)}" for i in range(n)]
+            path = out_dir / name
+            staging.write_text(path, "\n".join(lines) + "\n")
+            files.append(ExportedFile(path=path, task=cfg.task, sweep_param=p.sweep_param,
+                                      sweep_value=p.sweep_value, rows=n,
+                                      avg_exit_layer=p.avg_exit_layer,
+                                      mean_mflops=p.mean_mflops))
     return Export(files=files, rows=n, expected_rows=spec.expected_rows.get(cfg.split))
