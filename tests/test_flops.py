@@ -15,6 +15,7 @@ from eebench.measure.flops import (
     build_cost_table,
     count_flops,
     fvcore_flops,
+    layer_piece,
     torch_flops,
 )
 from eebench.methods.base import METHODS, get_method
@@ -48,10 +49,10 @@ def _inputs(model, n: int) -> tuple:
 def _pieces(model, n: int, layers=None, heads=None):
     """((kind, index), fn, inputs) for the embeddings, layers and exit heads at length n."""
     with torch.no_grad():
-        hidden, mask = model.embed(*_inputs(model, n))
+        hidden, layer_inputs = model.embed(*_inputs(model, n))
     yield ("embed", 0), model.embed, _inputs(model, n)
     for i in range(model.num_layers) if layers is None else layers:
-        yield ("layer", i), (lambda h, m, i=i: model.layer(i, h, m)), (hidden, mask)
+        yield ("layer", i), *layer_piece(model, i, hidden, layer_inputs)
     mask_2d = _inputs(model, n)[1]  # a head reads the hidden states and the 0/1 mask
     for j in range(model.num_exits) if heads is None else heads:
         yield ("head", j), (lambda h, m, j=j: model.head(j, h, m)), (hidden, mask_2d)
@@ -89,8 +90,8 @@ def test_fvcore_equals_flop_counter_mode_exactly(method_model, convention, n):
 def test_mac2_all_adds_the_elementwise_work():
     model = tiny.tiny_model("static", num_labels=C)
     n, heads = 6, model.config.num_attention_heads
-    hidden, mask = model.embed(*_inputs(model, n))
-    layer_all = count_flops(lambda h, m: model.layer(0, h, m), (hidden, mask), "mac2-all", model)
+    hidden, layer_inputs = model.embed(*_inputs(model, n))
+    layer_all = count_flops(*layer_piece(model, 0, hidden, layer_inputs), "mac2-all", model)
     elementwise = (heads * n * n * (1 + 1 + 3)  # scale, mask add, softmax
                    + 2 * n * D  # two residual adds
                    + 2 * 5 * n * D  # two layer norms
@@ -119,9 +120,9 @@ def test_a_mean_pooling_head_costs_its_mask_multiply_and_divide_under_mac2_all(n
 
 def test_sdpa_is_a_counting_gap_that_the_table_avoids_and_exact_mode():
     model = tiny.tiny_model("static", num_labels=C, num_layers=1, attn_implementation="sdpa")
-    hidden, mask = model.embed(*_inputs(model, 5))
+    hidden, layer_inputs = model.embed(*_inputs(model, 5))
     with pytest.raises(EebenchError):  # fvcore cannot see inside SDPA: refused, not undercounted
-        count_flops(lambda h, m: model.layer(0, h, m), (hidden, mask), owner=model)
+        count_flops(*layer_piece(model, 0, hidden, layer_inputs), owner=model)
     table = build_cost_table(model, 16)
     assert table.fitted
     assert table.layer[0, 5] == closed_form_layer_flops(5, D, D_FF)  # counted as eager
@@ -175,8 +176,8 @@ def test_bert_base_is_22_348_434_432_flops_at_128_tokens():
     assert table.path_flops(0, 128) == 22_348_434_432
     assert closed_form_bert_flops(128, 768, 3072, 12, 2) == 22_348_434_432
     with torch.device("meta"):  # the table extrapolates to 128 from short lengths: count 128
-        hidden, mask = model.embed(*_inputs(model, 128))
-    direct = count_flops(lambda h, m: model.layer(11, h, m), (hidden, mask), owner=model)
+        hidden, layer_inputs = model.embed(*_inputs(model, 128))
+    direct = count_flops(*layer_piece(model, 11, hidden, layer_inputs), owner=model)
     assert direct == table.layer[11, 128]
 
 
@@ -189,8 +190,8 @@ def test_minilm_layers_match_closed_form(minilm_path):
         assert (table.layer[:, n] == closed_form_layer_flops(n, d, d_ff)).all()
         assert (table.head[:, n] == 2 * (d * d + d * 3)).all()
     assert table.layer[0, 128] == 478_150_656
-    hidden, mask = model.embed(*_inputs(model, 77))
-    direct = count_flops(lambda h, m: model.layer(5, h, m), (hidden, mask), owner=model)
+    hidden, layer_inputs = model.embed(*_inputs(model, 77))
+    direct = count_flops(*layer_piece(model, 5, hidden, layer_inputs), owner=model)
     assert direct == closed_form_layer_flops(77, d, d_ff)
 
 
@@ -240,3 +241,115 @@ def test_table_errors_and_json(deebert_table):
     data = json.loads(json.dumps(deebert_table.to_dict()))
     assert data["convention"] == "mac2-matmul"
     assert data["layer"][1][10] == 176_640
+
+
+# -- families ------------------------------------------------------------------------------------
+def closed_form_elue_layer_flops(n: int, hidden: int, intermediate: int, heads: int) -> int:
+    """A BERT layer under elue (ElasticBERT's counter): mac2-matmul, plus 4 per element of its two
+    layer norms and 4 per attention score (2 for the scaling, 2 for the softmax)."""
+    return (closed_form_layer_flops(n, hidden, intermediate) + 2 * 4 * n * hidden
+            + 4 * heads * n * n)
+
+
+@pytest.fixture(scope="module", params=tiny.FAMILIES)
+def family_model(request):
+    return tiny.tiny_model("pabee", num_labels=C, family=request.param, depth=2, seed=0)
+
+
+@pytest.mark.parametrize("convention", sorted(CONVENTIONS))
+def test_fvcore_equals_flop_counter_mode_for_every_family(family_model, convention):
+    for n in (1, 19):
+        for name, fn, inputs in _pieces(family_model, n):
+            fv = fvcore_flops(fn, inputs, convention, owner=family_model)
+            tc = torch_flops(fn, inputs, convention)
+            assert fv == tc, f"{family_model.family.name} {name} at n={n}: {fv} vs {tc}"
+
+
+@pytest.mark.parametrize("n", [1, 9, 40])
+def test_every_family_matches_the_closed_forms(family_model, n):
+    family, heads = family_model.family.name, family_model.config.num_attention_heads
+    matmul = build_cost_table(family_model, 48)
+    elue = build_cost_table(family_model, 48, "elue")
+    assert matmul.fitted and elue.fitted
+    projection = 2 * n * (D // 2) * D if family == "albert" else 0  # ALBERT's E -> H
+    assert matmul.embedding[n] == projection  # lookups, norms, MPNet's position bias: 0
+    assert (matmul.layer[:, n] == closed_form_layer_flops(n, D, D_FF)).all()
+    assert (matmul.head[:, n] == HEAD).all()
+    norm = 4 * n * (D // 2 if family == "albert" else D)  # the embeddings' layer norm
+    assert elue.embedding[n] == projection + norm
+    assert (elue.layer[:, n] == closed_form_elue_layer_flops(n, D, D_FF, heads)).all()
+    assert (elue.head[:, n] == HEAD).all()  # pooler and classifier: matmuls only
+
+
+def test_fitted_tables_of_every_family_equal_direct_counts(family_model):
+    table = build_cost_table(family_model, 40, "mac2-all")  # MPNet: its bias arithmetic too
+    for n in (3, 40):
+        for name, fn, inputs in _pieces(family_model, n):
+            assert _row(table, *name)[n] == count_flops(fn, inputs, "mac2-all", family_model)
+
+
+def _shape_table(shape: str, convention: str, n: int = 128):
+    from transformers import AutoModel
+
+    from eebench.models.families import shape_config
+
+    with torch.device("meta"):  # shapes without weights: counting needs no values
+        hf = AutoModel.from_config(shape_config(shape), attn_implementation="eager")
+        model = assemble(hf, get_method("static"), num_labels=2)
+    return model, build_cost_table(model, n, convention)
+
+
+# BERT-base: 12 layers, hidden 768, ff 3072, 12 heads, a 2-label classifier, at n = 128
+BERT_BASE = closed_form_bert_flops(128, 768, 3072, 12, 2)
+BASE_FIGURES = [
+    ("bert-base", "mac2-matmul", 22_348_434_432),
+    ("bert-base", "elue", 22_367_702_016),
+    ("roberta-base", "mac2-matmul", 22_348_434_432),  # positions after padding: lookups only
+    ("mpnet-base", "mac2-matmul", 22_348_434_432),  # relative position bias: no matmul
+    ("albert-base", "mac2-matmul", 22_373_600_256),  # 12 runs of one layer + projection 128->768
+]
+
+
+@pytest.mark.parametrize(("shape", "convention", "flops"), BASE_FIGURES)
+def test_base_shapes_of_every_family_at_128_tokens(shape, convention, flops):
+    model, table = _shape_table(shape, convention)
+    assert table.path_flops(0, 128) == flops
+    assert table.convention == convention and model.num_layers == 12
+
+
+def test_the_base_figures_by_closed_form():
+    assert BERT_BASE == 22_348_434_432
+    elue = (12 * closed_form_elue_layer_flops(128, 768, 3072, 12) + 4 * 128 * 768
+            + 2 * (768 * 768 + 768 * 2))
+    assert elue == 22_367_702_016 == BERT_BASE + 19_267_584
+    assert BERT_BASE + 2 * 128 * 128 * 768 == 22_373_600_256  # ALBERT's embedding projection
+
+
+def test_albert_counts_its_shared_layer_every_time_it_runs():
+    model, table = _shape_table("albert-base", "mac2-matmul", n=16)
+    assert len({id(layer) for layer in model.layers}) == 1
+    assert (table.layer[:, 16] == closed_form_layer_flops(16, 768, 3072)).all()
+    assert table.path_flops(0, 16) == (2 * 16 * 128 * 768 + 12 * table.layer[0, 16]
+                                       + 2 * (768 * 768 + 2 * 768))
+
+
+def test_elue_is_a_named_convention():
+    assert "elue" in CONVENTIONS and "flops_counter.py" in CONVENTIONS["elue"]
+    from eebench.measure.flops import DEFAULT_CONVENTION
+
+    assert DEFAULT_CONVENTION == "mac2-matmul"
+
+
+@pytest.mark.parametrize(("shape", "convention", "flops"), [
+    *BASE_FIGURES, ("elasticbert-base", "mac2-matmul", 22_348_434_432)])
+def test_eebench_flops_shows_the_base_figures(shape, convention, flops):
+    from typer.testing import CliRunner
+
+    from eebench.cli import app
+
+    result = CliRunner().invoke(app, ["flops", "--model-config", shape, "--seq-len", "128",
+                                      "--convention", convention, "--json"])
+    assert result.exit_code == 0, result.output
+    out = json.loads(result.stdout)
+    assert out["total_flops"] == out["total_flops_torch"] == flops
+    assert out["counters_agree"] and out["convention"] == convention

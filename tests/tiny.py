@@ -1,7 +1,10 @@
-"""Tiny random-initialised BERT backbones for fast tests, with the real MiniLM tokenizer.
+"""Tiny random-initialised backbones of every family for fast tests, with the real MiniLM
+tokenizer.
 
 The vocabulary matches the bundled all-MiniLM-L6-v2 tokenizer (30,522 word pieces), so real text
 tokenised by it runs through a tiny model; everything else is small enough for seconds on a CPU.
+`family` picks the architecture (bert, roberta, albert, distilbert, mpnet): the same sizes, each
+in its own config's terms, padding with the tokenizer's [PAD] id 0 where the family lets it.
 """
 
 from __future__ import annotations
@@ -18,6 +21,7 @@ from eebench.models.multi_exit import MultiExitModel, assemble
 from eebench.run.artifacts import VariantRecord
 
 MINILM_VOCAB = 30522
+FAMILIES = ("bert", "roberta", "albert", "distilbert", "mpnet")
 
 
 def tiny_config(num_layers: int = 4, hidden: int = 32, heads: int = 4, intermediate: int = 64,
@@ -40,23 +44,57 @@ def tiny_config(num_layers: int = 4, hidden: int = 32, heads: int = 4, intermedi
     )
 
 
-def tiny_hf_model(seed: int = 0, attn_implementation: str = "eager", **config: Any):
-    """A random BertModel (with pooler) built from `tiny_config(**config)`, in eval mode."""
+def tiny_family_config(family: str = "bert", num_layers: int = 4, hidden: int = 32, heads: int = 4,
+                       intermediate: int = 64, vocab_size: int = MINILM_VOCAB,
+                       max_positions: int = 512, dropout: float = 0.1, **extra: Any):
+    """A config of `family` with the sizes of `tiny_config` (RoBERTa and MPNet get two more
+    positions: theirs count after the padding id)."""
+    from transformers import AlbertConfig, DistilBertConfig, MPNetConfig, RobertaConfig
+
+    if family == "bert":
+        return tiny_config(num_layers, hidden, heads, intermediate, vocab_size, max_positions,
+                           dropout, **extra)
+    common = dict(vocab_size=vocab_size, hidden_size=hidden, num_hidden_layers=num_layers,
+                  num_attention_heads=heads, intermediate_size=intermediate,
+                  hidden_dropout_prob=dropout, attention_probs_dropout_prob=dropout)
+    if family == "roberta":
+        return RobertaConfig(**common, max_position_embeddings=max_positions + 2, pad_token_id=0,
+                             bos_token_id=101, eos_token_id=102, type_vocab_size=2, **extra)
+    if family == "albert":
+        return AlbertConfig(**{**common, "embedding_size": hidden // 2,
+                               "max_position_embeddings": max_positions, "type_vocab_size": 2,
+                               "pad_token_id": 0, "hidden_act": "gelu", **extra})
+    if family == "distilbert":
+        return DistilBertConfig(vocab_size=vocab_size, dim=hidden, n_layers=num_layers,
+                                n_heads=heads, hidden_dim=intermediate, dropout=dropout,
+                                attention_dropout=dropout, max_position_embeddings=max_positions,
+                                pad_token_id=0, **extra)
+    if family == "mpnet":  # its padding id is 1, fixed in MPNetEmbeddings
+        return MPNetConfig(**common, max_position_embeddings=max_positions + 2, **extra)
+    raise ValueError(f"no tiny config for family {family!r}")
+
+
+def tiny_hf_model(seed: int = 0, attn_implementation: str = "eager", family: str = "bert",
+                  **config: Any):
+    """A random encoder of `family` (with pooler where it has one) built from
+    `tiny_family_config(family, **config)`, in eval mode."""
     from transformers import AutoModel
 
     torch.manual_seed(seed)
-    return AutoModel.from_config(tiny_config(**config),
+    return AutoModel.from_config(tiny_family_config(family, **config),
                                  attn_implementation=attn_implementation).eval()
 
 
 def tiny_model(method: str | EarlyExitMethod = "pabee", num_labels: int = 2, seed: int = 0,
                num_layers: int | None = None, attn_implementation: str = "eager",
-               depth: int = 4, pooling: str = "cls", **config: Any) -> MultiExitModel:
+               depth: int = 4, pooling: str = "cls", family: str = "bert",
+               **config: Any) -> MultiExitModel:
     """A MultiExitModel for `method` (a name or an instance) on a tiny random backbone of
-    `depth` layers, in eval mode, its heads pooling with `pooling`. `num_layers` keeps only the
-    first layers (static k); `config` goes to `tiny_config` (hidden, heads, intermediate, ...)."""
+    `family` and `depth` layers, in eval mode, its heads pooling with `pooling`. `num_layers`
+    keeps only the first layers (static k); `config` goes to `tiny_family_config` (hidden,
+    heads, intermediate, ...)."""
     m = get_method(method) if isinstance(method, str) else method
-    hf = tiny_hf_model(seed, attn_implementation, num_layers=depth, **config)
+    hf = tiny_hf_model(seed, attn_implementation, family, num_layers=depth, **config)
     torch.manual_seed(seed + 1)  # the heads' initialisation
     return assemble(hf, m, num_labels, num_layers, pooling)
 

@@ -1,7 +1,9 @@
 """`eebench flops`: the per-module FLOPs of a model at a token length, from both counters.
 
 Anyone can check the counting convention with it, e.g. BERT-base at 128 tokens:
-`eebench flops --model-config bert-base --seq-len 128 --json` gives 22,348,434,432 FLOPs.
+`eebench flops --model-config bert-base --seq-len 128 --json` gives 22,348,434,432 FLOPs. Named
+base shapes of every family (eebench.models.families.SHAPES: bert-base, roberta-base,
+albert-base, distilbert-base, mpnet-base, elasticbert-base) need no download.
 """
 
 from __future__ import annotations
@@ -16,21 +18,34 @@ from eebench.errors import UsageError
 
 
 def _config(name: str):
-    """A backbone config only (no weights): `bert-base` is transformers' BertConfig defaults."""
-    from transformers import AutoConfig, BertConfig
+    """A backbone config only (no weights): a named base shape (`bert-base` is transformers'
+    BertConfig defaults: hidden 768, 12 layers, 12 heads, ff 3072), else the backbone's own
+    config (an ElasticBERT one converted to BERT's)."""
+    from eebench.models.families import SHAPES, load_config, shape_config
 
-    from eebench.models.backbones import from_pretrained
+    return shape_config(name) if name in SHAPES else load_config(name)
 
-    if name == "bert-base":
-        return BertConfig()  # hidden 768, 12 layers, 12 heads, ff 3072: no download needed
-    return from_pretrained(AutoConfig.from_pretrained, name)
+
+def _pooling(name: str, pooling: str | None) -> str:
+    """The heads' pooling: the user's, else the backbone's own (a shape that is no registered
+    backbone pools [CLS], as the released base checkpoints were pretrained to)."""
+    from eebench.models.backbones import BACKBONES, check_pooling, resolve_pooling
+    from eebench.models.families import SHAPES
+
+    if pooling is None and name in SHAPES and name not in BACKBONES:
+        return "cls"
+    return resolve_pooling(name, pooling) if pooling is None else check_pooling(pooling)
+
+
+MAX_LABELS = 1_000_000  # far above any task's labels; huge counts overflow tensor sizes
 
 
 @app.command("flops", rich_help_panel="Methods and models")
 def flops_command(
     model_config: Annotated[str, typer.Option(
-        "--model-config", help="Backbone whose config to count: bert-base, minilm-l6, a local "
-        "model directory or a hub id. Weights are never loaded.")] = "minilm-l6",
+        "--model-config", help="Backbone whose config to count: a base shape (bert-base, "
+        "roberta-base, albert-base, distilbert-base, mpnet-base, elasticbert-base), minilm-l6, a "
+        "local model directory or a hub id. Weights are never loaded.")] = "minilm-l6",
     method: Annotated[str, typer.Option("--method", "-m", help="Exit heads to put on it.")
                       ] = "static",
     seq_len: Annotated[int, typer.Option("--seq-len", "-n", help="Real token length.")] = 128,
@@ -46,28 +61,28 @@ def flops_command(
     import torch
     from transformers import AutoModel
 
-    from eebench.measure.flops import CONVENTIONS, fvcore_flops, torch_flops
+    from eebench.measure.flops import CONVENTIONS, fvcore_flops, layer_piece, torch_flops
     from eebench.methods.base import get_method
-    from eebench.models.backbones import resolve_pooling
     from eebench.models.multi_exit import assemble
 
     if convention not in CONVENTIONS:
         raise UsageError(f"unknown FLOPs convention {convention!r}",
                          hint=f"choose from: {', '.join(CONVENTIONS)}")
-    if num_labels < 1:
-        raise UsageError(f"--num-labels must be at least 1, got {num_labels}")
-    pooling = resolve_pooling(model_config, pooling)
+    if not 1 <= num_labels <= MAX_LABELS:
+        raise UsageError(f"--num-labels must be in 1..{MAX_LABELS:,}, got {num_labels}")
+    pooling = _pooling(model_config, pooling)
     config = _config(model_config)
-    if not 1 <= seq_len <= config.max_position_embeddings:
-        raise UsageError(f"--seq-len must be in 1..{config.max_position_embeddings}")
     with torch.device("meta"):  # shapes only: counting needs no values and no memory
         hf = AutoModel.from_config(config, attn_implementation="eager")
         model = assemble(hf, get_method(method), num_labels, pooling=pooling)
+    if not 1 <= seq_len <= model.max_tokens:
+        raise UsageError(f"--seq-len must be in 1..{model.max_tokens}")
+    with torch.device("meta"):
         ids = torch.zeros(1, seq_len, dtype=torch.long)
         ones = torch.ones(1, seq_len, dtype=torch.long)
-        hidden, mask = model.embed(ids, ones, torch.zeros_like(ones))
+        hidden, inputs = model.embed(ids, ones, torch.zeros_like(ones))
     pieces = [("embeddings", model.embed, (ids, ones, torch.zeros_like(ones)))]
-    pieces += [(f"layer {i + 1}", lambda h, m, i=i: model.layer(i, h, m), (hidden, mask))
+    pieces += [(f"layer {i + 1}", *layer_piece(model, i, hidden, inputs))
                for i in range(model.num_layers)]
     pieces += [(f"exit head {j} (after layer {k})", lambda h, m, j=j: model.head(j, h, m),
                 (hidden, ones)) for j, k in enumerate(model.exit_layers)]

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import typer
+
 from eebench.cli.app import app
 from eebench.cli.common import JsonOption, err_console, print_json
 
@@ -33,35 +35,56 @@ def methods(as_json: bool = JsonOption) -> None:
 
 
 @app.command("backbones", rich_help_panel=PANEL)
-def backbones(as_json: bool = JsonOption) -> None:
-    """List the registered backbone names and how their exit heads pool by default (any local
-    model directory or hub id works too)."""
-    from eebench.errors import EebenchError
-    from eebench.models.backbones import BACKBONES, default_pooling
+def backbones(
+    as_json: bool = JsonOption,
+    list_families: bool = typer.Option(
+        False, "--families", help="List the supported architecture families instead."),
+) -> None:
+    """List the registered backbones: their family, how their exit heads pool by default and the
+    learning rate they fine-tune at (any local model directory or hub id of a supported family
+    works too)."""
+    from eebench.models.backbones import BACKBONES, FAMILIES
 
-    def pooling(name: str) -> str | None:
-        try:
-            return default_pooling(name)
-        except EebenchError:  # e.g. a bundled model whose package is not installed
-            return None
+    if list_families:
+        rows = [{"family": name, "description": text} for name, text in FAMILIES.items()]
+        if as_json:
+            print_json(rows)
+            return
+        from rich.table import Table
+
+        table = Table(title=f"{len(rows)} backbone families", title_justify="left")
+        table.add_column("family")
+        table.add_column("what its entry says", overflow="fold")
+        for r in rows:
+            table.add_row(r["family"], r["description"])
+        err_console.print(table)
+        err_console.print("[dim]the family is the model directory's config.json model_type; "
+                          "docs/methods.md")
+        return
 
     from eebench.train.config import TrainConfig
 
-    rows = [{"name": name, "description": b.description, "pooling": pooling(name),
-             "lr": b.lr or TrainConfig().lr} for name, b in BACKBONES.items()]
+    rows = [{"name": name, "description": b.description, "family": b.family,
+             "pooling": b.pooling, "lr": b.lr or TrainConfig().lr}
+            for name, b in BACKBONES.items()]
     if as_json:
         print_json(rows)
         return
 
+    from rich.markup import escape
     from rich.table import Table
 
     table = Table(title=f"{len(rows)} backbones", title_justify="left")
     table.add_column("model")
+    table.add_column("family")
     table.add_column("pooling")
     table.add_column("lr", justify="right")
     table.add_column("description", overflow="fold")
     for r in rows:
-        table.add_row(r["name"], r["pooling"] or "?", f"{r['lr']:g}", r["description"])
+        table.add_row(r["name"], r["family"], r["pooling"], f"{r['lr']:g}",
+                      escape(r["description"]))  # "eebench[mpnet]" is text, not markup
     err_console.print(table)
-    err_console.print("[dim]--model also takes a local model directory or a Hugging Face hub id; "
-                      "--pooling cls|mean overrides the default pooling, --lr the learning rate")
+    err_console.print("[dim]--model also takes a local model directory or a Hugging Face hub id "
+                      f"of a supported family ({', '.join(FAMILIES)}; `eebench backbones "
+                      "--families`); --pooling cls|mean overrides the default pooling, --lr the "
+                      "learning rate")

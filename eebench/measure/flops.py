@@ -33,6 +33,7 @@ import torch
 from torch import nn
 
 from eebench.errors import EebenchError, UsageError
+from eebench.models.families import LayerInputs
 
 DEFAULT_CONVENTION = "mac2-matmul"
 CONVENTIONS: dict[str, str] = {
@@ -40,6 +41,9 @@ CONVENTIONS: dict[str, str] = {
                    "embedding lookups, norms, softmax and activations count 0",
     "mac2-all": "mac2-matmul plus element-wise work: 1 FLOP per output element of add/sub/mul/div "
                 "and activations, 3 per element of a softmax, 5 per element of a layer norm",
+    "elue": "what ElasticBERT's counter counts (fastnlp/ElasticBERT FLOPs/flops_counter.py): "
+            "mac2-matmul plus 4 FLOPs per element of every layer norm and 4 per attention score "
+            "(2 for the 1/sqrt(d) scaling, 2 for the softmax)",
 }
 
 FIT_LENGTHS = (2, 5, 9)  # a quadratic through these three lengths ...
@@ -54,12 +58,22 @@ _FV_MATMUL = ("aten::addmm", "aten::bmm", "aten::matmul", "aten::mm", "aten::lin
 _FV_MUST_COUNT = {f"aten::{op}" for op in ("scaled_dot_product_attention", "baddbmm", "addbmm",
                                            "addmv", "mv", "dot", "bilinear", "conv1d", "conv2d")}
 
-# mac2-all: FLOPs per output element, by op name (JIT name without "aten::", dispatch packet name).
-_ELEMENTWISE_COST: dict[str, int] = {
-    **dict.fromkeys(("add", "add_", "sub", "sub_", "rsub", "mul", "mul_", "div", "div_"), 1),
-    **dict.fromkeys(("gelu", "tanh", "relu", "relu_", "sigmoid", "silu", "erf", "exp"), 1),
-    "softmax": 3, "_softmax": 3, "log_softmax": 3, "_log_softmax": 3,  # exp, sum, divide
-    "layer_norm": 5, "native_layer_norm": 5,  # mean, variance, normalise, scale, shift
+# FLOPs per output element on top of the matmuls, by convention and op name (JIT name without
+# "aten::", dispatch packet name).
+_ELEMENTWISE_COST: dict[str, dict[str, int]] = {
+    "mac2-matmul": {},
+    "mac2-all": {
+        **dict.fromkeys(("add", "add_", "sub", "sub_", "rsub", "mul", "mul_", "div", "div_"), 1),
+        **dict.fromkeys(("gelu", "tanh", "relu", "relu_", "sigmoid", "silu", "erf", "exp"), 1),
+        "softmax": 3, "_softmax": 3, "log_softmax": 3, "_log_softmax": 3,  # exp, sum, divide
+        "layer_norm": 5, "native_layer_norm": 5,  # mean, variance, normalise, scale, shift
+    },
+    # ElasticBERT's counter (ptflops-based, FLOPs/flops_counter.py) counts MACs and reports
+    # 2 x MACs: an nn.LayerNorm with affine weights 2 MACs per element, and in a BERT-style
+    # self-attention n^2 per head for the scaling and n^2 for the softmax besides QK^T and AV.
+    # Every attention score is scaled once and softmaxed once (whether a model scales the scores
+    # or the queries), so both ride on the softmax: 2 x (1 + 1) per score.
+    "elue": {"softmax": 4, "_softmax": 4, "layer_norm": 4, "native_layer_norm": 4},
 }
 _JIT_ONLY = ("native_layer_norm", "_softmax", "_log_softmax")  # dispatch names, not in a trace
 _DISPATCH_ONLY = ("layer_norm", "softmax", "log_softmax")  # composite: decomposed before dispatch
@@ -109,9 +123,9 @@ def fvcore_flops(fn: Callable[..., Any], inputs: tuple, convention: str = DEFAUL
     _check_convention(convention)
     analysis = FlopCountAnalysis(_Call(fn, owner), _detached(inputs))
     handles = {op: _fv_doubled(_DEFAULT_SUPPORTED_OPS[op]) for op in _FV_MATMUL}
-    if convention == "mac2-all":
-        handles.update({f"aten::{name}": _fv_elementwise(cost)
-                        for name, cost in _ELEMENTWISE_COST.items() if name not in _JIT_ONLY})
+    handles.update({f"aten::{name}": _fv_elementwise(cost)
+                    for name, cost in _ELEMENTWISE_COST[convention].items()
+                    if name not in _JIT_ONLY})
     analysis.clear_op_handles().set_op_handle(**handles)  # no norms, pools, ... by default
     analysis.unsupported_ops_warnings(False).uncalled_modules_warnings(False)
     analysis.tracer_warnings("none")
@@ -138,11 +152,10 @@ def torch_flops(fn: Callable[..., Any], inputs: tuple, convention: str = DEFAULT
     from torch.utils.flop_counter import FlopCounterMode
 
     _check_convention(convention)
-    mapping = {}
-    if convention == "mac2-all":
-        aten = torch.ops.aten
-        mapping = {getattr(aten, name): _torch_elementwise(cost)
-                   for name, cost in _ELEMENTWISE_COST.items() if name not in _DISPATCH_ONLY}
+    aten = torch.ops.aten
+    mapping = {getattr(aten, name): _torch_elementwise(cost)
+               for name, cost in _ELEMENTWISE_COST[convention].items()
+               if name not in _DISPATCH_ONLY}
     with torch.no_grad(), FlopCounterMode(display=False, custom_mapping=mapping) as counter:
         fn(*_detached(inputs))
     return int(counter.get_total_flops())
@@ -172,9 +185,22 @@ class _Call(nn.Module):
 
     def forward(self, *inputs: Any) -> Any:
         out = self.fn(*inputs)
-        if isinstance(out, tuple):  # a trace cannot return None (e.g. a mask that is not needed)
-            return tuple(x for x in out if isinstance(x, torch.Tensor))
+        if isinstance(out, tuple):  # a trace returns tensors only: not None, not LayerInputs
+            return tuple(t for x in out for t in (
+                x.values() if isinstance(x, LayerInputs) else (x,)) if isinstance(t, torch.Tensor))
         return out
+
+
+def layer_piece(model: nn.Module, i: int, hidden: torch.Tensor, inputs: Any
+                ) -> tuple[Callable[..., Any], tuple]:
+    """(function of tensors, tensors) that runs `model.layer(i, hidden, inputs)`: a trace takes
+    tensors, so the layer inputs travel as their tensors and are put back together inside."""
+    if isinstance(inputs, LayerInputs):
+        return ((lambda h, *ts: model.layer(i, h, inputs.with_values(ts))),
+                (hidden, *inputs.values()))
+    if inputs is None:
+        return (lambda h: model.layer(i, h, None)), (hidden,)
+    return (lambda h, m: model.layer(i, h, m)), (hidden, inputs)
 
 
 # -- the cost table --------------------------------------------------------------------------------
@@ -305,7 +331,7 @@ def build_cost_table(model: nn.Module, max_len: int, convention: str = DEFAULT_C
     one length to verify that it matches. `exact=True` counts every length of every module.
     """
     _check_convention(convention)
-    max_pos = getattr(model.config, "max_position_embeddings", None)
+    max_pos = getattr(model, "max_tokens", getattr(model.config, "max_position_embeddings", None))
     if max_len < 1 or (max_pos is not None and max_len > max_pos):
         raise UsageError(f"FLOPs table length {max_len} must be in 1..{max_pos or 'inf'}")
     fit = not exact and max_len > len(FIT_LENGTHS) + len(CHECK_LENGTHS)
@@ -326,10 +352,7 @@ def build_cost_table(model: nn.Module, max_len: int, convention: str = DEFAULT_C
         return embedded[n]
 
     def layer_call(i: int, n: int) -> tuple[Callable[..., Any], tuple]:
-        hidden, mask = embedded_at(n)
-        if mask is None:  # a trace takes tensors only
-            return (lambda h: model.layer(i, h, None)), (hidden,)
-        return (lambda h, m: model.layer(i, h, m)), (hidden, mask)
+        return layer_piece(model, i, *embedded_at(n))
 
     # (structure, n -> (function, inputs)) for the embeddings, every layer, every exit head
     pieces: list[tuple[tuple, Callable[[int], tuple[Callable[..., Any], tuple]]]] = [

@@ -2,8 +2,9 @@
 
 A sample that leaves at exit j has run the embeddings, layers 1..exit_layers[j] and every exit head
 0..j on the way, so those are the weights it touched. A module shared between heads (one pooler
-for all exits, say) is one set of weights: it is counted once, by parameter identity, and it
-counts for every exit that runs it, even where it is registered under a later head.
+for all exits, say) or between layers (ALBERT's one layer, listed once per depth) is one set of
+weights: it is counted once, by parameter identity, and it counts for every exit that runs it,
+even where it is registered under a later head.
 """
 
 from __future__ import annotations

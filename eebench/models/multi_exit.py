@@ -8,9 +8,11 @@ Everything downstream uses this one small contract:
   time, so real dynamic inference can stop a sample early and drop it from the batch;
 - the FLOP counter costs `embeddings`, each of `layers` and each of `heads` on its own.
 
-The attention mask is built here (additive float [B, 1, 1, T]: 0 for tokens, the dtype's minimum
-for padding), which both the eager and the SDPA attention of Hugging Face encoders accept. A padded
-key then gets exactly zero attention weight, so padding never changes a sample's logits.
+`embed` returns the hidden states and the per-batch `LayerInputs` every layer reads (its family
+says which: eebench.models.families): the attention mask, built here (additive float [B, 1, 1, T]:
+0 for tokens, the dtype's minimum for padding), which both the eager and the SDPA attention of
+Hugging Face encoders accept, and for MPNet the relative position bias. A padded key gets exactly
+zero attention weight, so padding never changes a sample's logits.
 
 Every exit head pools the same way, `pooling`: the [CLS] state ("cls", BERT's pretraining) or the
 mean over real tokens ("mean", sentence-transformers' pretraining; padding excluded through the
@@ -21,6 +23,7 @@ mean over real tokens ("mean", sentence-transformers' pretraining; padding exclu
 from __future__ import annotations
 
 import copy
+from collections import Counter
 from dataclasses import dataclass
 from itertools import pairwise
 from typing import Any, Protocol
@@ -35,12 +38,13 @@ from eebench.models.backbones import (
     load_hf_model,
     resolve_pooling,
 )
+from eebench.models.families import MASK, Family, LayerInputs, family_of, head_dropout
 
 ATTN_IMPLEMENTATIONS = ("eager", "sdpa")  # eager: what the FLOP counter traces; sdpa: faster
 MODEL_CONFIG_VERSION = 2  # 2: records the heads' pooling (version 1 pooled [CLS])
 
-__all__ = ["ExitHead", "ExitHeads", "ExitPooler", "HeadBuilder", "MultiExitModel", "assemble",
-           "build_model", "pool_tokens"]
+__all__ = ["ExitHead", "ExitHeads", "ExitPooler", "HeadBuilder", "LayerInputs", "MultiExitModel",
+           "assemble", "build_model", "pool_tokens"]
 
 
 def pool_tokens(hidden: torch.Tensor, attention_mask: torch.Tensor | None, pooling: str
@@ -95,7 +99,7 @@ class ExitHead(nn.Module):
             self.pooler = pooler
         else:
             self.__dict__["pooler"] = pooler  # not a submodule: no second copy in state_dict
-        self.dropout = nn.Dropout(config.hidden_dropout_prob)
+        self.dropout = nn.Dropout(head_dropout(config))  # the family's hidden dropout
         self.classifier = nn.Linear(config.hidden_size, num_labels)
         nn.init.normal_(self.classifier.weight, std=config.initializer_range)
         nn.init.zeros_(self.classifier.bias)
@@ -134,6 +138,7 @@ class MultiExitModel(nn.Module):
                  pooling: str = "cls"):
         super().__init__()
         self.config = config
+        self.family: Family = family_of(config)  # how the embeddings and layers are called
         self.pooling = check_pooling(pooling)  # how the heads pool (they hold it in their pooler)
         self.embeddings = embeddings
         self.layers = nn.ModuleList(layers)
@@ -163,19 +168,30 @@ class MultiExitModel(nn.Module):
     def attn_implementation(self) -> str:
         return self.config._attn_implementation or "eager"
 
+    @property
+    def max_tokens(self) -> int:
+        """The longest sequence the position embeddings hold."""
+        return self.family.max_tokens(self.config)
+
     # -- one step at a time ------------------------------------------------------------------
     def embed(self, input_ids: torch.Tensor, attention_mask: torch.Tensor | None,
-              token_type_ids: torch.Tensor | None = None) -> tuple[torch.Tensor, torch.Tensor]:
-        """Embeddings [B, T, H] and the additive attention mask [B, 1, 1, T] every layer uses."""
-        hidden = self.embeddings(input_ids=input_ids, token_type_ids=token_type_ids)
+              token_type_ids: torch.Tensor | None = None) -> tuple[torch.Tensor, LayerInputs]:
+        """Embeddings [B, T, H] and the inputs every layer reads, built once per batch: the
+        additive attention mask [B, 1, 1, T] and whatever else the family's layers need (MPNet:
+        the relative position bias). `token_type_ids` is ignored by families without them."""
+        types = {"token_type_ids": token_type_ids} if self.family.token_types else {}
+        hidden = self.embeddings(input_ids=input_ids, **types)
         if attention_mask is None:
             attention_mask = torch.ones(input_ids.shape, device=hidden.device)
         keep = attention_mask[:, None, None, :].to(hidden.dtype)
-        return hidden, (1.0 - keep) * torch.finfo(hidden.dtype).min
+        inputs = {MASK: (1.0 - keep) * torch.finfo(hidden.dtype).min}
+        if self.family.extra_inputs is not None:
+            inputs.update(self.family.extra_inputs(self.embeddings, hidden))
+        return hidden, LayerInputs(inputs, self.family.token_dims)
 
-    def layer(self, i: int, hidden: torch.Tensor, ext_mask: torch.Tensor) -> torch.Tensor:
-        """Encoder layer i (0-based)."""
-        out = self.layers[i](hidden, attention_mask=ext_mask)
+    def layer(self, i: int, hidden: torch.Tensor, inputs: LayerInputs) -> torch.Tensor:
+        """Encoder layer i (0-based) on the hidden states and the batch's layer inputs."""
+        out = self.layers[i](hidden, **inputs.tensors)
         return out[0] if isinstance(out, tuple) else out
 
     def head(self, j: int, hidden: torch.Tensor, attention_mask: torch.Tensor | None = None
@@ -189,10 +205,10 @@ class MultiExitModel(nn.Module):
     def forward(self, input_ids: torch.Tensor, attention_mask: torch.Tensor | None,
                 token_type_ids: torch.Tensor | None = None) -> torch.Tensor:
         """Every exit's logits, [E, B, C]."""
-        hidden, mask = self.embed(input_ids, attention_mask, token_type_ids)
+        hidden, inputs = self.embed(input_ids, attention_mask, token_type_ids)
         logits = []
         for i in range(self.exit_layers[-1]):  # layers after the last exit change nothing
-            hidden = self.layer(i, hidden, mask)
+            hidden = self.layer(i, hidden, inputs)
             if i + 1 in self._exit_of:
                 logits.append(self.head(self._exit_of[i + 1], hidden, attention_mask))
         return torch.stack(logits)
@@ -233,24 +249,44 @@ def check_attn(attn: str) -> None:
 def assemble(hf_model: nn.Module, method: HeadBuilder, num_labels: int,
              num_layers: int | None = None, pooling: str = "cls") -> MultiExitModel:
     """A MultiExitModel from a Hugging Face encoder: its parts, cut to `num_layers`, plus the
-    method's heads (initialised from the encoder's pooler, pooling with `pooling`). Returned in
-    eval mode."""
+    method's heads (initialised from the encoder's pooler, or from the pooler of their own layer
+    where the checkpoint has one per layer, pooling with `pooling`). Returned in eval mode."""
     parts = encoder_parts(hf_model)
     available = len(parts.layers)
     n = method.layers_to_use(available) if num_layers is None else int(num_layers)
     if not 1 <= n <= available:
         raise UsageError(f"cannot use {n} layers of a {available}-layer backbone",
                          hint=f"choose between 1 and {available}")
+    if n < available and not parts.truncatable:
+        raise UsageError(f"this {hf_model.config.model_type} backbone cannot be cut to {n} of its "
+                         f"{available} layers: its layer groups depend on the depth",
+                         hint=f"use all {available} layers")
     if num_labels < 1:
         raise UsageError(f"num_labels must be at least 1, got {num_labels}")
     config = hf_model.config  # the object the layers read: truncation and attention stay in sync
     config.num_hidden_layers = n
-    dense = None if parts.pooler is None else copy.deepcopy(parts.pooler.dense)
+    dense = None if parts.pooler is None else copy.deepcopy(parts.pooler)
     pooler = ExitPooler(config.hidden_size, pooling, dense, config.initializer_range)
     heads = method.build_heads(config, num_labels, n, pooler)
+    _start_from_layer_poolers(heads, parts.exit_poolers)
     model = MultiExitModel(config, parts.embeddings, parts.layers[:n], heads, num_labels, method,
                            pooling)
     return model.eval()
+
+
+def _start_from_layer_poolers(heads: ExitHeads, exit_poolers: dict[int, nn.Linear]) -> None:
+    """A head that alone runs its pooler starts from the pretrained pooler of its own layer, where
+    the checkpoint has one per layer (ElasticBERT); a pooler several heads share (PABEE's) keeps
+    the last layer's, like every other backbone's."""
+    if not exit_poolers:
+        return
+    runs = Counter(id(getattr(head, "pooler", None)) for head in heads.heads)
+    for head, layer in zip(heads.heads, heads.exit_layers, strict=True):
+        own = getattr(head, "pooler", None)
+        if layer in exit_poolers and runs[id(own)] == 1 and hasattr(own, "dense"):
+            with torch.no_grad():
+                own.dense.weight.copy_(exit_poolers[layer].weight)
+                own.dense.bias.copy_(exit_poolers[layer].bias)
 
 
 def build_model(backbone: str, method: HeadBuilder, num_labels: int,
@@ -260,7 +296,14 @@ def build_model(backbone: str, method: HeadBuilder, num_labels: int,
     pooling with `pooling` (None: the way the backbone was pretrained to pool)."""
     check_attn(attn_implementation)
     pooling = resolve_pooling(backbone, pooling)
-    model = assemble(load_hf_model(backbone, attn_implementation), method, num_labels, num_layers,
-                     pooling)
+    try:
+        hf = load_hf_model(backbone, attn_implementation)
+    except ValueError as e:  # e.g. MPNet has no SDPA attention in transformers
+        if attn_implementation == "eager":
+            raise
+        first = " ".join(str(e).split())[:160]
+        raise UsageError(f"backbone {backbone!r} cannot run {attn_implementation} attention: "
+                         f"{first}", hint="use attn_implementation='eager'") from None
+    model = assemble(hf, method, num_labels, num_layers, pooling)
     model.source = backbone
     return model

@@ -59,13 +59,14 @@ def simulate(rule: ExitRule, logits: torch.Tensor, is_regression: bool) -> Decis
 def dynamic_batch(model, rule: ExitRule, batch: dict, is_regression: bool, full: bool = False
                   ) -> tuple[torch.Tensor, torch.Tensor]:
     """Real early-exit inference on one batch: exited samples leave the batch after each exit, and
-    the padding columns no remaining sample needs are cut (from the hidden states, the attention
-    mask and the 2-D mask a mean-pooling head reads alike). `full=True` runs the model without
-    exits (all layers, the last head only): the baseline timed the same way.
+    the padding columns no remaining sample needs are cut (from the hidden states, every per-batch
+    layer input `embed` built (the attention mask; MPNet's position bias, rows and both token
+    dimensions) and the 2-D mask a mean-pooling head reads alike). `full=True` runs the model
+    without exits (all layers, the last head only): the baseline timed the same way.
     Returns (exit_index [B], prediction [B]) in batch order."""
     device = next(model.parameters()).device
     mask = batch["attention_mask"].to(device)
-    hidden, ext = model.embed(
+    hidden, inputs = model.embed(
         batch["input_ids"].to(device), mask,
         batch["token_type_ids"].to(device) if "token_type_ids" in batch else None,
     )
@@ -77,7 +78,7 @@ def dynamic_batch(model, rule: ExitRule, batch: dict, is_regression: bool, full:
     out_pred = torch.zeros(n, device=device)
     state = rule.start(n, device)
     for i in range(model.exit_layers[-1]):
-        hidden = model.layer(i, hidden, ext)
+        hidden = model.layer(i, hidden, inputs)
         j = exit_of.get(i + 1)
         if j is None or (full and j != last):
             continue
@@ -98,16 +99,8 @@ def dynamic_batch(model, rule: ExitRule, batch: dict, is_regression: bool, full:
         alive, state, mask = alive[keep], select_state(state, keep), mask[keep]
         width = int(mask.sum(-1).max())
         hidden, mask = hidden[keep, :width], mask[:, :width]
-        ext = _cut_mask(ext, keep, width)
+        inputs = inputs.cut(keep, width)  # each input knows its token dimensions
     return out_exit.cpu(), out_pred.cpu()
-
-
-def _cut_mask(ext: torch.Tensor | None, keep: torch.Tensor, width: int):
-    """Keep the rows `keep` and the first `width` key positions of the model's attention mask."""
-    if ext is None:
-        return None
-    return ext[keep][..., :width] if ext.dim() == 4 and ext.shape[-2] == 1 else ext[keep][
-        ..., :width, :width]
 
 
 def dynamic_inference(model, rule: ExitRule, batches: Iterable[dict], n: int, is_regression: bool,
