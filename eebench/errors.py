@@ -5,6 +5,8 @@ Exit codes: 0 ok, 1 failure or invalid input, 2 usage error.
 
 from __future__ import annotations
 
+import errno
+
 
 class EebenchError(Exception):
     """A failure the user can act on: a one-line message, an optional hint, an exit code."""
@@ -30,3 +32,67 @@ class UsageError(EebenchError):
 
 class DataError(EebenchError):
     """A data file is missing or malformed; the message names the file (and line)."""
+
+
+# ------------------------------------------------------------------ failures of the environment
+# The operating system's errors a user can act on, by errno: what it means and what to do. Any
+# other OSError is not expected and keeps its traceback.
+_SPACE = "free some disk space and rerun the same command: finished work is kept"
+OS_ERRORS: dict[int, tuple[str, str | None]] = {
+    errno.ENOSPC: ("no space left on device", _SPACE),
+    errno.EDQUOT: ("disk quota exceeded", _SPACE),
+    errno.EFBIG: ("file too large for the file system", None),
+    errno.EACCES: ("permission denied", "check the permissions, or choose another path"),
+    errno.EPERM: ("operation not permitted", "check the permissions, or choose another path"),
+    errno.EROFS: ("read-only file system", "choose a writable path"),
+    errno.EISDIR: ("is a directory, not a file", None),
+    errno.ENOTDIR: ("not a directory (a file is in the way)", None),
+    errno.EEXIST: ("already exists", None),
+    errno.ENOENT: ("not found", None),
+    errno.ENAMETOOLONG: ("file name too long", None),
+    errno.ELOOP: ("too many levels of symbolic links", None),
+    errno.EIO: ("input/output error", "check the disk"),
+}
+
+
+def os_error(e: OSError, doing: str | None = None) -> EebenchError | None:
+    """The one-line error for an expected OSError (its errno in OS_ERRORS), naming its file;
+    None for any other. `doing` ("cannot write") goes before the reason."""
+    if e.errno not in OS_ERRORS:
+        return None
+    what, hint = OS_ERRORS[e.errno]
+    # a failed rename names both files: the one that is in the way is the second
+    name = e.filename2 if e.filename2 is not None and e.errno in (errno.EEXIST, errno.EISDIR,
+                                                                   errno.ENOTDIR) else e.filename
+    if e.errno == errno.ENOTDIR and name is not None:  # name the file that is in the way
+        name, what = _file_in_the_way(str(name)), "is a file, where a directory is needed"
+    reason = f"{doing} ({what})" if doing else what
+    return EebenchError(f"{name}: {reason}" if name is not None else reason, hint=hint)
+
+
+def _file_in_the_way(name: str) -> str:
+    """The first part of the path `name` that exists and is not a directory (else `name`)."""
+    from pathlib import Path
+
+    path = Path(name)
+    for part in reversed(path.parents):
+        if part.exists() and not part.is_dir():
+            return str(part)
+    return name
+
+
+def expected(e: BaseException) -> EebenchError | None:
+    """What the CLI boundary says for a failure not already turned into an EebenchError where it
+    happened: bad input or the environment (file-system errors, undecodable text, numeric
+    overflow) become one line; None means a bug, which keeps its traceback."""
+    if isinstance(e, EebenchError):
+        return e
+    if isinstance(e, OSError):
+        return os_error(e)
+    if isinstance(e, UnicodeDecodeError):
+        return DataError(f"a file is not UTF-8 text ({e.reason} at byte {e.start})",
+                         hint="rerun with --debug to see which file")
+    if isinstance(e, OverflowError):
+        return EebenchError(f"a number is out of range ({' '.join(str(e).split())[:160]})",
+                            hint="rerun with --debug to see where")
+    return None

@@ -3,12 +3,15 @@ the Hugging Face hub can be reached.
 
 Every file eebench writes goes through `atomic_path`: the content is written to a temporary file
 in the same directory and renamed over the target, so a reader (or a crash, or a full disk) never
-sees half a file. Every JSON file it reads goes through `read_json` / `read_model`, so a missing,
-undecodable or invalid file is one line naming the file.
+sees half a file; files that belong together go through `atomic_files`, renamed together at the
+end. A failed write leaves nothing behind (no temporary file, no directory it created), and its
+OSError names the file asked for, not the temporary one. Every JSON file it reads goes through
+`read_json` / `read_model`, so a missing, undecodable or invalid file is one line naming the file.
 """
 
 from __future__ import annotations
 
+import errno
 import hashlib
 import json
 import os
@@ -31,21 +34,138 @@ _UMASK = os.umask(0o022)
 os.umask(_UMASK)
 
 
+def _make_parents(directory: Path) -> list[Path]:
+    """Create `directory` and its missing parents; returns the ones created, outermost first."""
+    missing = []
+    d = directory
+    while not d.exists() and d != d.parent:
+        missing.append(d)
+        d = d.parent
+    if not d.is_dir():  # a file where a directory should be: name it
+        raise NotADirectoryError(errno.ENOTDIR, os.strerror(errno.ENOTDIR), str(d))
+    missing.reverse()
+    for m in missing:
+        m.mkdir(exist_ok=True)
+    return missing
+
+
+def _remove_empty(created: list[Path]) -> None:
+    """Remove the directories a failed write created, innermost first, while they are empty."""
+    for d in reversed(created):
+        try:
+            d.rmdir()
+        except OSError:
+            return
+
+
+def _naming(e: OSError, path: Path, tmp: Path | None) -> OSError:
+    """`e` naming the file the user asked for, `path`, instead of its temporary file (or of no
+    file: a failed write names none); `e` itself when it is about another file."""
+    if e.errno is None or e.filename not in (None, str(tmp) if tmp is not None else None):
+        return e
+    return OSError(e.errno, e.strerror, str(path))  # the errno's own subclass (IsADirectoryError)
+
+
+def _reraise(e: OSError, path: Path, tmp: Path | None) -> None:
+    named = _naming(e, path, tmp)
+    if named is e:
+        raise e
+    raise named from e
+
+
+def _temporary(path: Path, created: list[Path]) -> Path:
+    """An empty temporary file next to `path`, creating its directory (recorded in `created`).
+    A directory where the file should go is refused before anything is written."""
+    if path.is_dir():
+        raise IsADirectoryError(errno.EISDIR, os.strerror(errno.EISDIR), str(path))
+    created += _make_parents(path.parent)
+    try:
+        fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=f".{path.name}.", suffix=".tmp")
+    except OSError as e:  # no space, no permission: for the file the user asked for
+        raise OSError(e.errno, e.strerror, str(path)) from e
+    os.close(fd)
+    return Path(tmp)
+
+
+def _commit(tmp: Path, path: Path) -> None:
+    os.chmod(tmp, 0o666 & ~_UMASK)
+    try:
+        os.replace(tmp, path)
+    except OSError as e:
+        _reraise(e, path, tmp)
+
+
 @contextmanager
 def atomic_path(path: Path) -> Iterator[Path]:
     """A temporary path next to `path` to write to; renamed over `path` when the block ends
-    without an error, removed otherwise. Created files are readable by others (results are for
-    sharing), whatever mode the writer used."""
+    without an error, removed otherwise (with any directory it created), so `path` is whole or
+    untouched. Created files are readable by others (results are for sharing), whatever mode the
+    writer used. An OSError of the write or the rename names `path`, not the temporary file."""
     path = Path(path)
-    path.parent.mkdir(parents=True, exist_ok=True)
-    fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=f".{path.name}.", suffix=".tmp")
-    os.close(fd)
+    created: list[Path] = []
+    tmp = None
     try:
-        yield Path(tmp)
-        os.chmod(tmp, 0o666 & ~_UMASK)
-        os.replace(tmp, path)
+        tmp = _temporary(path, created)
+        try:
+            yield tmp
+        except OSError as e:
+            _reraise(e, path, tmp)
+        _commit(tmp, path)
     except BaseException:
-        Path(tmp).unlink(missing_ok=True)
+        if tmp is not None:
+            tmp.unlink(missing_ok=True)
+        _remove_empty(created)
+        raise
+
+
+class Staging:
+    """Files written together (`atomic_files`): each to a temporary file next to its target."""
+
+    def __init__(self) -> None:
+        self.pending: list[tuple[Path, Path]] = []  # (temporary, target)
+        self.created: list[Path] = []
+
+    @contextmanager
+    def path(self, target: Path) -> Iterator[Path]:
+        """A temporary path to write `target` to; it replaces `target` when the batch ends."""
+        target = Path(target)
+        tmp = _temporary(target, self.created)
+        self.pending.append((tmp, target))
+        try:
+            yield tmp
+        except OSError as e:
+            _reraise(e, target, tmp)
+
+    def write_text(self, target: Path, text: str) -> None:
+        with self.path(target) as tmp:
+            tmp.write_text(text, encoding="utf-8")
+
+    def commit(self) -> None:
+        while self.pending:
+            tmp, target = self.pending[0]
+            _commit(tmp, target)
+            self.pending.pop(0)
+
+    def discard(self) -> None:
+        for tmp, _ in self.pending:
+            tmp.unlink(missing_ok=True)
+        self.pending.clear()
+        _remove_empty(self.created)
+
+
+@contextmanager
+def atomic_files() -> Iterator[Staging]:
+    """Several files that appear together or not at all: `staging.path(target)` and
+    `staging.write_text(target, text)` write temporary files; when the block ends without an
+    error they are renamed over their targets (renames need no space), else every one is removed
+    with the directories they created. (Only a crash between two renames leaves some of the new
+    files beside some of the old ones: each file is still whole.)"""
+    staging = Staging()
+    try:
+        yield staging
+        staging.commit()
+    except BaseException:
+        staging.discard()
         raise
 
 

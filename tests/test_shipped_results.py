@@ -3,6 +3,7 @@ and `eebench validate`, and a reference curve that scores the static runs it was
 
 from __future__ import annotations
 
+import hashlib
 import json
 import subprocess
 import sys
@@ -31,11 +32,13 @@ def test_shipped_submission_is_valid(path):
     data = json.loads(path.read_text())
     jsonschema.Draft202012Validator.check_schema(schema)
     jsonschema.validate(data, schema, cls=jsonschema.Draft202012Validator)
-    verdict = validate_file(path)
+    verdict = validate_file(path)  # its ELUE scores recomputed against leaderboard/references
     assert verdict.ok, verdict.reason
     reference = load_reference(REFERENCE)
     assert data["elue"]["reference"] == reference.name
     assert set(data["elue"]["tasks"]) == set(data["tasks"]) <= set(reference.tasks)
+    # pinned to the shipped reference's bytes: a reference rewritten in place refuses them all
+    assert data["elue"]["reference_sha256"] == hashlib.sha256(REFERENCE.read_bytes()).hexdigest()
 
 
 def _finished(method: str) -> list[Path]:

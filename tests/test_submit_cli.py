@@ -41,7 +41,7 @@ def runs(tmp_path_factory, data_dir):
              for s in (1, 2)]
     static = _run(root, backbone, data_dir, "--method", "static", "--sweep", "1,3",
                   "--seed", "1", "--no-timing")
-    ref = root / "ref.json"
+    ref = root / "references" / "ref.json"  # validation finds it with --references
     result = runner.invoke(app, ["reference", "build", str(static), "--out", str(ref)])
     assert result.exit_code == 0, result.output
     return {"root": root, "pabee": pabee, "static": static, "ref": ref, "backbone": backbone}
@@ -59,8 +59,14 @@ def test_submit_writes_a_valid_submission_with_the_elue_score(runs, data_dir, tm
     data = json.loads(out.read_text())
     assert json.loads(result.stdout) == data  # --json prints exactly the file
     jsonschema.Draft202012Validator(json_schema()).validate(data)
-    check = runner.invoke(app, ["validate", str(out)])
+    check = runner.invoke(app, ["validate", str(out), "--references", str(runs["ref"].parent)])
     assert check.exit_code == 0 and check.stderr.strip() == f"{out}: ok"
+    assert data["elue"]["reference_sha256"] == hashlib.sha256(
+        runs["ref"].read_bytes()).hexdigest()
+    model = data["model"]
+    assert (model["hidden_size"], model["intermediate_size"], model["num_layers"]) == (32, 64, 3)
+    for entry in data["tasks"]["rte"]["runs"]:
+        assert 1 <= entry["mean_length"] <= entry["max_length"] == 48
 
     assert data["name"] == "tiny pabee" and data["seeds"] == [1, 2]
     assert data["model"]["source"] == "local" and data["model"]["num_layers"] == 3
@@ -147,7 +153,8 @@ def test_leaderboard_build_renders_good_and_lists_rejected(runs, tmp_path):
                    "--name", "<b>bold</b> & co").exit_code == 0
     (subs / "broken.json").write_text('{"schema_version": 1, "name": NaN}')
     out = tmp_path / "site"
-    result = runner.invoke(app, ["leaderboard", "build", str(subs), "--out", str(out), "--json"])
+    result = runner.invoke(app, ["leaderboard", "build", str(subs), "--out", str(out), "--json",
+                                 "--references", str(runs["ref"].parent)])
     assert result.exit_code == 0, result.output
     report = json.loads(result.stdout)
     assert report["accepted"] == [str(subs / "good.json")]

@@ -1,8 +1,10 @@
 """The submission format: JSON Schema and pydantic agree, hostile files are refused in one line,
 the committed schema is the generated one, and a tiny submission matches its golden file.
 
-Runs here are written directly as run directories (no model), so every number is known: the same
-files `eebench run` writes, with metrics, FLOPs and histograms computed from per-sample arrays.
+Runs here are written directly as run directories (no trained model), so every number is known:
+the same files `eebench run` writes, with metrics, FLOPs and histograms computed from per-sample
+arrays. The model is a BERT config without weights (what a submission records of it: its sizes);
+FLOPs and parameters are its closed forms (docs/flops.md), which is what validation bounds.
 """
 
 from __future__ import annotations
@@ -29,11 +31,19 @@ from eebench.submit.schema import (
     json_schema,
     json_schema_text,
 )
-from eebench.submit.validate import MAX_BYTES, parse_json, validate_data, validate_file
+from eebench.submit.validate import (
+    MAX_BYTES,
+    References,
+    parse_json,
+    validate_data,
+    validate_file,
+)
 
 REPO = Path(__file__).resolve().parents[1]
 GOLDEN = REPO / "tests" / "golden" / "submission_tiny.json"
 LAYERS = 3
+HIDDEN, FFN, POSITIONS, TYPES, VOCAB = 32, 64, 512, 2, 30522
+NUM_LABELS = 2  # rte
 LENGTHS = np.array([12, 20, 9, 31, 15, 18, 25, 11, 40, 16], dtype=np.int32)
 LABELS = np.array([0, 1, 1, 0, 1, 0, 0, 1, 1, 0], dtype=np.int64)
 ENV = {"schema_version": 1, "cpu": "Test CPU", "cpu_cores": 2, "cpu_cores_usable": 2,
@@ -43,15 +53,43 @@ ENV = {"schema_version": 1, "cpu": "Test CPU", "cpu_cores": 2, "cpu_cores_usable
 
 
 def _flops(layers: np.ndarray, exits_per_layer: bool) -> np.ndarray:
-    """A toy cost: 1000 FLOPs per token per layer, 50 per exit head evaluated."""
+    """Each sample's FLOPs under mac2-matmul: its layers at its length, and every exit head
+    evaluated on the way (a pooler and a classifier each)."""
+    d, n = float(HIDDEN), LENGTHS.astype(float)
+    layer = 2 * (4 * n * d * d + 2 * n * d * FFN + 2 * n * n * d)
     heads = layers if exits_per_layer else np.ones_like(layers)
-    return 1000.0 * LENGTHS * layers + 50.0 * heads
+    return layer * layers + 2 * (d * d + d * NUM_LABELS) * heads
+
+
+def model_params(vocab: int = VOCAB) -> int:
+    """The full model with a shared pooler and a classifier per layer (PABEE's heads)."""
+    d = HIDDEN
+    embeddings = (vocab + POSITIONS + TYPES) * d + 2 * d
+    layer = 4 * d * d + 2 * d * FFN + 9 * d + FFN
+    return embeddings + LAYERS * layer + d * d + d + LAYERS * (d * NUM_LABELS + NUM_LABELS)
+
+
+def write_model(root: Path, params: int | None = None) -> Path:
+    """A BERT config (no weights) of LAYERS layers; its vocabulary chosen so that the model
+    holds about `params` parameters (default: MiniLM's vocabulary)."""
+    vocab = VOCAB if params is None else max(1, round((params - model_params(0)) / HIDDEN))
+    path = root / f"tiny-bert-{vocab}"
+    path.mkdir(parents=True, exist_ok=True)
+    write_json(path / "config.json", {
+        "model_type": "bert", "hidden_size": HIDDEN, "num_hidden_layers": LAYERS,
+        "num_attention_heads": 4, "intermediate_size": FFN, "vocab_size": vocab,
+        "max_position_embeddings": POSITIONS, "type_vocab_size": TYPES})
+    return path
 
 
 def write_run(root: Path, method: str, seed: int, exit_layers: list[list[int]],
-              sweep: list[float], sweep_param: str, model: str = "org/tiny-bert",
-              task: str = "rte", params: int = 1_000_000, shift: int = 0) -> Path:
-    """A complete run directory whose points follow from its per-sample arrays."""
+              sweep: list[float], sweep_param: str, model: str | None = None,
+              task: str = "rte", params: int | None = None, shift: int = 0) -> Path:
+    """A complete run directory whose points follow from its per-sample arrays, of a model
+    written under `root` (write_model) unless `model` is given."""
+    if model is None:
+        model = str(write_model(root, params))
+    params = model_params(json.loads((Path(model) / "config.json").read_text())["vocab_size"])
     run_dir = root / f"{method}-{task}-{seed}-{shift}"
     cfg = R.RunConfig(model=model, method=method, task=task, split="dev", seed=seed,
                       sweep=sweep, max_seq_length=64, flops_convention="mac2-matmul",
@@ -92,7 +130,7 @@ def write_run(root: Path, method: str, seed: int, exit_layers: list[list[int]],
         config_hash=cfg.key(), n_samples=len(LABELS), num_points=len(points),
         variants=[R.VariantRecord(name=_variant(method, v), sweep_values=[v] if static else sweep,
                                   exit_layers=[int(v)] if static else list(range(1, LAYERS + 1)),
-                                  hidden_size=32, pooling="cls",
+                                  hidden_size=HIDDEN, pooling="cls",
                                   logits_key=R.logits_key(_variant(method, v), n_variants))
                   for v in (sweep if static else sweep[:1])]))
     return run_dir
@@ -111,16 +149,19 @@ def write_method_runs(root: Path, seeds=(1, 2), **kw) -> list[Path]:
                       shift=s, **kw) for s in seeds]
 
 
-def write_reference(root: Path, model: str = "org/tiny-bert") -> Path:
-    """Reference curves from static runs k = 1..3 (eebench.score.build_reference)."""
+def write_reference(root: Path) -> Path:
+    """Reference curves from static runs k = 1..3 (eebench.score.build_reference), written
+    alone in `root/references/` (the folder validation looks them up in)."""
     from eebench import score as sc
 
     static = [[[k] * len(LABELS) for k in (1, 2, 3)]]
     run = write_run(root / "static", "static", 1, static[0], [1.0, 2.0, 3.0], "layers",
-                    model=model, shift=5)
+                    shift=5)
     ref = sc.build_reference(sc.load_runs([run]), name="tiny-static")
-    sc.save_reference(ref, root / "ref.json")
-    return root / "ref.json"
+    path = root / "references" / "ref.json"
+    path.parent.mkdir(parents=True, exist_ok=True)
+    sc.save_reference(ref, path)
+    return path
 
 
 @pytest.fixture(scope="module")
@@ -130,10 +171,12 @@ def tiny(tmp_path_factory, data_dir):
     runs = write_method_runs(root / "runs")
     ref = write_reference(root)
     sub = build_submission(runs, data_dir=data_dir, reference=ref, name="tiny pabee")
-    path = root / "submission.json"
+    path = root / "submissions" / "submission.json"  # next to references/
+    path.parent.mkdir()
     write_submission(sub, path)
     return {"root": root, "runs": runs, "ref": ref, "sub": sub, "path": path,
-            "data": json.loads(path.read_text())}
+            "data": json.loads(path.read_text()),
+            "references": References.from_dir(ref.parent)}
 
 
 # ------------------------------------------------------------------------------------ the schema
@@ -174,8 +217,15 @@ def test_submission_content_follows_the_runs(tiny, data_dir):
     for f in files.values():
         assert f.source == "local"
         assert f.sha256 == hashlib.sha256((data_dir / f.path).read_bytes()).hexdigest()
-    assert sub.model.source == "hub" and sub.model.local_sha256 is None
+    assert sub.model.source == "local" and sub.model.local_sha256 is None  # no weights
+    assert (sub.model.hidden_size, sub.model.intermediate_size, sub.model.vocab_size,
+            sub.model.max_position_embeddings, sub.model.type_vocab_size) == (
+        HIDDEN, FFN, VOCAB, POSITIONS, TYPES)
+    assert sub.model.params == model_params()
+    for entry in task.runs:
+        assert entry.mean_length == pytest.approx(LENGTHS.mean()) and entry.max_length == 64
     assert sub.elue is not None and sub.elue.reference == "tiny-static"
+    assert sub.elue.reference_sha256 == hashlib.sha256(tiny["ref"].read_bytes()).hexdigest()
     assert sub.elue.overall == pytest.approx(sub.elue.tasks["rte"])
 
 
@@ -184,6 +234,10 @@ def _normalised(data: dict) -> dict:
     out = copy.deepcopy(data)
     out["created"] = "<created>"
     out["eebench"] = {"version": "<version>", "git_commit": "<commit>", "git_dirty": "<dirty>"}
+    out["model"]["name"] = "<model directory>"
+    if out["elue"]:
+        out["elue"]["reference_model"] = "<model directory>"
+        out["elue"]["reference_sha256"] = "<sha256>"  # the reference records when it was built
     for task in out["tasks"].values():
         for f in task["data_files"]:
             f["sha256"] = f["sha256"] and "<sha256>"
@@ -242,7 +296,8 @@ SCHEMA_CASES = {
                        True),
     "zero params": (_set("model.params", 0), "model.params", True),
     "metric above 100": (_set(f"{POINT}.metrics.accuracy", 120.0), "metrics.accuracy", True),
-    "unknown version": (_set("schema_version", 2), "schema_version 2 is not supported", True),
+    "unknown version": (_set("schema_version", 3), "schema_version 3 is not supported", True),
+    "version 1": (_set("schema_version", 1), "schema_version 1 is not supported", True),
     "version as bool": (_set("schema_version", True), "schema_version True", True),
     "bad hash": (_set("tasks.rte.runs.0.predictions_sha256", "abc"), "predictions_sha256", True),
 }
@@ -270,7 +325,7 @@ def test_schema_violations_are_refused_by_both(tiny, tmp_path, case):
     edit(data)
     path = tmp_path / "bad.json"
     path.write_text(json.dumps(data))
-    verdict = validate_file(path)
+    verdict = validate_file(path, references=tiny["references"])
     assert not verdict.ok and words in verdict.reason, verdict.reason
     assert "\n" not in verdict.reason
     assert list(jsonschema.Draft202012Validator(json_schema()).iter_errors(data)), case
@@ -283,7 +338,7 @@ def test_inconsistent_files_are_refused(tiny, tmp_path, case):
     edit(data)
     path = tmp_path / "bad.json"
     path.write_text(json.dumps(data))
-    verdict = validate_file(path)
+    verdict = validate_file(path, references=tiny["references"])
     assert not verdict.ok and words in verdict.reason, verdict.reason
     assert "\n" not in verdict.reason
 
@@ -299,7 +354,7 @@ def test_nan_and_infinity_are_refused(tiny, tmp_path, literal, words):
     end = text.index(",", at)
     path = tmp_path / "nan.json"
     path.write_text(text[:at] + literal + text[end:])
-    verdict = validate_file(path)
+    verdict = validate_file(path, references=tiny["references"])
     assert not verdict.ok and words in verdict.reason, verdict.reason
 
 
@@ -350,7 +405,7 @@ def test_only_regular_files_are_read(tmp_path):
 
 def test_parse_and_validate_never_coerce(tiny):
     data = copy.deepcopy(tiny["data"])
-    data["schema_version"] = 1.0  # equal to 1, but not an integer
+    data["schema_version"] = 2.0  # equal to 2, but not an integer
     with pytest.raises(Exception, match="schema_version"):
         validate_data(data)
     assert parse_json(b'{"x": 1.5}') == {"x": 1.5}

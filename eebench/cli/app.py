@@ -1,28 +1,88 @@
 """The `eebench` command line: thin. It parses options, calls the pipeline stages, prints with rich.
 
 Heavy libraries (torch, transformers, matplotlib) are imported inside commands so that
-`eebench --help` stays fast. Every EebenchError is caught here, at one boundary, and mapped to
-its exit code with a one-line message on stderr.
+`eebench --help` stays fast.
+
+This is the one error boundary (docs/reliability.md). Every expected failure ends as one line on
+stderr and an exit code: an EebenchError (raised where the failure happened, naming the file) with
+its own code (1: bad input or the environment, 2: usage); a command-line usage error, 2; what
+remains of the expected kinds (an OSError the user can act on: no space, permission, a directory
+for a file and the like; undecodable text; numeric overflow), 1, naming the file where the error
+does; an interrupt, 130. Anything else is a bug and keeps its traceback. `eebench --debug ...` or
+EEBENCH_DEBUG=1 prints the traceback of expected failures too, before their line.
 """
 
 from __future__ import annotations
 
+import os
+import sys
+import traceback
+
 import typer
 from typer.core import TyperGroup
 
-from eebench.errors import EebenchError
+from eebench.errors import EebenchError, expected
+
+try:  # typer carries its own copy of click since 0.20
+    from typer._click.exceptions import NoArgsIsHelpError
+    from typer._click.exceptions import UsageError as ClickUsageError
+except ImportError:  # pragma: no cover - an older typer on click
+    from click.exceptions import NoArgsIsHelpError
+    from click.exceptions import UsageError as ClickUsageError
+
+DEBUG_ENV = "EEBENCH_DEBUG"
+INTERRUPTED = "interrupted: rerun the same command to resume"
+# What the boundary turns into one line; an OSError only for the errno values it knows.
+EXPECTED = (EebenchError, ClickUsageError, OSError, UnicodeDecodeError, OverflowError,
+            KeyboardInterrupt)
+
+
+def debug_requested(ctx=None) -> bool:
+    """`eebench --debug ...` (read from the root context) or EEBENCH_DEBUG=1."""
+    if os.environ.get(DEBUG_ENV, "").strip().lower() in ("1", "true", "yes", "on"):
+        return True
+    return bool(ctx is not None and ctx.find_root().params.get("debug"))
+
+
+def _usage_line(e: ClickUsageError) -> str:
+    message = " ".join(e.format_message().split())
+    return message + (f" (hint: {e.ctx.command_path} --help)" if e.ctx is not None else "")
+
+
+def _fail(e: BaseException, ctx) -> typer.Exit:
+    """The exit for an expected failure, after its one line (and with --debug its traceback);
+    re-raises `e` as it is when it is a bug."""
+    if isinstance(e, KeyboardInterrupt):
+        line, code = INTERRUPTED, 130
+    elif isinstance(e, ClickUsageError):
+        line, code = f"error: {_usage_line(e)}", e.exit_code
+    else:
+        err = expected(e)
+        if err is None:  # not a failure a user can act on: a bug, shown with its traceback
+            raise e
+        line, code = f"error: {err}", err.exit_code
+    if debug_requested(ctx):
+        traceback.print_exception(type(e), e, e.__traceback__, file=sys.stderr)
+    typer.echo(" ".join(line.split()), err=True)
+    return typer.Exit(code)
 
 
 class _Group(TyperGroup):
+    def make_context(self, info_name, args, parent=None, **extra):  # noqa: D401 - click hook
+        try:
+            return super().make_context(info_name, args, parent=parent, **extra)
+        except NoArgsIsHelpError:
+            raise  # `eebench` alone prints the help
+        except ClickUsageError as e:  # a bad option of the root command itself
+            raise _fail(e, parent) from None
+
     def invoke(self, ctx):  # noqa: D401 - click hook
         try:
             return super().invoke(ctx)
-        except EebenchError as e:
-            typer.echo(f"error: {e}", err=True)
-            raise typer.Exit(e.exit_code) from None
-        except KeyboardInterrupt:
-            typer.echo("interrupted: rerun the same command to resume", err=True)
-            raise typer.Exit(130) from None
+        except NoArgsIsHelpError:
+            raise  # `eebench data` alone prints the group's help
+        except EXPECTED as e:
+            raise _fail(e, ctx) from None
 
 
 def make_app(help: str) -> typer.Typer:
@@ -54,6 +114,10 @@ def _version(value: bool) -> None:
 def _root(
     version: bool = typer.Option(
         False, "--version", callback=_version, is_eager=True, help="Show the version and exit."
+    ),
+    debug: bool = typer.Option(
+        False, "--debug", help=f"Show the traceback of any error, not one line (also: "
+        f"{DEBUG_ENV}=1).", show_envvar=False,
     ),
 ) -> None:
     """Benchmark early-exit transformer classifiers, ELUE-style."""

@@ -1,4 +1,5 @@
-"""Shared CLI pieces: consoles, common options, JSON output, progress bars."""
+"""Shared CLI pieces: consoles, common options, output paths checked before any work, JSON output,
+progress bars."""
 
 from __future__ import annotations
 
@@ -10,6 +11,8 @@ from typing import Any
 
 import typer
 from rich.console import Console
+
+from eebench.errors import EebenchError
 
 # Progress and tables go to stderr; --json output goes to stdout alone. Tables wrap to fit a
 # terminal, and stay unwrapped (160 columns) in a log or CI file.
@@ -33,12 +36,49 @@ def resolve_data_dir(data_dir: Path | None) -> Path | None:
     return Path(env) if env else None
 
 
+def _first_existing(path: Path) -> Path:
+    while not path.exists() and path != path.parent:
+        path = path.parent
+    return path
+
+
+def out_file(path: Path | None, what: str = "the output file", option: str = "--out",
+             example: str = "out.json") -> Path | None:
+    """Refuse, before any work, an output file that cannot be written: an existing directory,
+    or a file where one of its parent directories should be (one line, exit code 1)."""
+    if path is None:
+        return None
+    if path.is_dir():
+        raise EebenchError(f"{path}: cannot write {what} (it is a directory)",
+                           hint=f"{option} names a file, e.g. {option} {path / example}")
+    ancestor = _first_existing(path.parent)
+    if not ancestor.is_dir():
+        raise EebenchError(f"{path}: cannot write {what} ({ancestor} is a file, not a directory)")
+    return path
+
+
+def out_dir(path: Path | None, what: str = "the output", option: str = "--out"
+            ) -> Path | None:
+    """Refuse, before any work, an output directory that is an existing file, or lies under
+    one (one line, exit code 1)."""
+    if path is None:
+        return None
+    ancestor = _first_existing(path)
+    if ancestor == path and not path.is_dir():
+        raise EebenchError(f"{path}: cannot write {what} (it is a file)",
+                           hint=f"{option} names a directory")
+    if not ancestor.is_dir():
+        raise EebenchError(f"{path}: cannot write {what} ({ancestor} is a file, not a directory)")
+    return path
+
+
 def print_json(obj: Any) -> None:
     typer.echo(json.dumps(obj, indent=2, sort_keys=False, default=str))
 
 
 def progress(**kwargs):
-    """A rich progress bar on stderr (disabled when stderr is not a terminal and CI is quiet)."""
+    """A rich progress bar on stderr; off when stderr is not a terminal (a log, a pipe, CI),
+    where it would leave only a blank line before a command's result or its one-line error."""
     from rich.progress import (
         BarColumn,
         MofNCompleteColumn,
@@ -56,5 +96,5 @@ def progress(**kwargs):
         TimeRemainingColumn(),
         TextColumn("{task.fields[info]}"),
         console=err_console,
-        **kwargs,
+        **{"disable": not err_console.is_terminal, **kwargs},
     )

@@ -56,6 +56,13 @@ def check_task(spec: TaskSpec, data_dir: Path, advance=lambda path: None) -> lis
     carve = spec.dev_from_train is not None and "dev" not in spec.local
     for split, file in spec.local.items():
         path = data_dir / file.path
+        if path.exists() and not path.is_file():  # a directory where the file should be
+            records.append(_record(spec, split, file.path, status="error",
+                                   reason="is a directory, not a file"))
+            if carve and split == "train":
+                records.append(_record(spec, "dev", file.path, status="error",
+                                       reason="is a directory, not a file"))
+            continue
         if not path.is_file():
             records.append(_record(spec, split, file.path, status="missing"))
             if carve and split == "train":
@@ -134,7 +141,8 @@ def check(
         raise UsageError("data check needs a local data directory",
                          hint="pass --data-dir DIR or set EEBENCH_DATA_DIR")
     if not root.is_dir():
-        raise UsageError(f"{root}: data directory not found")
+        what = "is a file, not a directory" if root.exists() else "data directory not found"
+        raise UsageError(f"{root}: {what}")
     named = [get_task(t) for t in task or ()]
     specs = list({s.name: s for s in named}.values()) or all_tasks()  # aliases counted once
 

@@ -13,7 +13,7 @@ from typing import Annotated
 import typer
 
 from eebench.cli.app import app
-from eebench.cli.common import err_console, print_json, progress
+from eebench.cli.common import err_console, out_dir, print_json, progress
 from eebench.errors import UsageError
 
 FORMATS = ("png", "svg", "pdf")  # eebench.plot.FORMATS, kept here so --help imports nothing
@@ -44,6 +44,7 @@ def plot_command(
     speed-ups, one file per figure plus an index.md."""
     if fmt not in FORMATS:  # checked here, not by click, for a one-line error
         raise UsageError(f"unknown figure format {fmt!r}", hint=f"use one of {', '.join(FORMATS)}")
+    out_dir(out, "the figures")
     import matplotlib
 
     matplotlib.use("Agg")

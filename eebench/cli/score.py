@@ -15,8 +15,8 @@ from typing import Annotated
 import typer
 
 from eebench.cli.app import app, make_app
-from eebench.cli.common import err_console, print_json
-from eebench.errors import EebenchError, UsageError
+from eebench.cli.common import err_console, out_file, print_json
+from eebench.errors import UsageError, os_error
 from eebench.io import atomic_write_text
 
 
@@ -27,6 +27,9 @@ class Extrapolate(str, Enum):
 
 reference_app = make_app("Reference curves for the ELUE score, built from static first-k runs.")
 app.add_typer(reference_app, name="reference", rich_help_panel="Benchmark")
+
+MAX_RESAMPLES = 1_000_000  # p-values to about ±0.001 long before; more only costs time
+MAX_SEED = 2**32 - 1  # numpy's and torch's seeds
 
 RunsArgument = typer.Argument(
     help="Run directories, parent directories (searched for points.jsonl) or glob patterns.",
@@ -72,8 +75,11 @@ def score_command(
     """Score runs: Pareto fronts, hypervolume, ELUE score against a reference curve, ranking."""
     from eebench import score as sc
 
-    if n_resamples < 1:
-        raise UsageError(f"--bootstrap must be positive, got {n_resamples}")
+    if not 1 <= n_resamples <= MAX_RESAMPLES:
+        raise UsageError(f"--bootstrap must be in 1..{MAX_RESAMPLES:,}, got {n_resamples}")
+    if not 0 <= seed <= MAX_SEED:
+        raise UsageError(f"--seed must be in 0..{MAX_SEED}, got {seed}")
+    out_file(csv_path, "the CSV file", "--csv", example="points.csv")
     ref = sc.load_reference(reference) if reference is not None else None
     loaded = sc.load_runs(runs)
     raw = sc.raw_points(loaded)
@@ -206,7 +212,10 @@ def _write_csv(report, path: Path) -> None:
     try:
         atomic_write_text(path, report.to_dataframe().to_csv(index=False))
     except OSError as e:
-        raise EebenchError(f"{path}: cannot write the CSV file ({e.strerror or e})") from None
+        err = os_error(e, "cannot write the CSV file")
+        if err is None:
+            raise
+        raise err from e
 
 
 @reference_app.command("build")
@@ -224,6 +233,7 @@ def reference_build(
     from eebench import score as sc
     from eebench.score.reference import save_reference
 
+    out_file(out, "the reference curves", example="reference.json")
     ref = sc.build_reference(sc.load_runs(runs), name=name)
     save_reference(ref, out)
     for task, curve in ref.tasks.items():

@@ -1,4 +1,4 @@
-"""`eebench submit`, `validate`, `export-elue` and `eebench leaderboard build|schema`.
+"""`eebench submit`, `validate`, `export-elue` and `eebench leaderboard build|check|schema`.
 
 Thin: each command calls eebench.submit and prints. Verdicts and tables go to stderr, `--json` to
 stdout alone. A file that fails validation is one line naming the file and the reason, and exit
@@ -14,7 +14,15 @@ from typing import Annotated
 import typer
 
 from eebench.cli.app import app, make_app
-from eebench.cli.common import DataDirOption, JsonOption, err_console, print_json, resolve_data_dir
+from eebench.cli.common import (
+    DataDirOption,
+    JsonOption,
+    err_console,
+    out_dir,
+    out_file,
+    print_json,
+    resolve_data_dir,
+)
 from eebench.errors import DataError, EebenchError
 
 PANEL = "Leaderboard"
@@ -26,6 +34,18 @@ app.add_typer(leaderboard_app, name="leaderboard", rich_help_panel=PANEL)
 class Extrapolate(str, Enum):
     clamp = "clamp"
     linear = "linear"
+
+
+ReferencesOption = typer.Option(
+    "--references", help="Folder of reference curve files that ELUE scores are recomputed "
+    "against (default: references/ next to the submissions' folder).", show_default=False)
+
+
+def _references(folder: Path | None):
+    """The reference curves in `folder`, or None (each file's default, next to its folder)."""
+    from eebench.submit.validate import References
+
+    return None if folder is None else References.from_dir(folder)
 
 
 @app.command("submit", rich_help_panel=PANEL)
@@ -53,6 +73,7 @@ def submit_command(
     hardware and software versions, and the ELUE score when a reference is given."""
     from eebench.submit.build import build_submission, write_submission
 
+    out_file(out, "the submission", example="submission.json")
     sub = build_submission(runs, data_dir=resolve_data_dir(data_dir), reference=reference,
                            name=name, extrapolate=extrapolate.value)
     write_submission(sub, out)
@@ -68,14 +89,30 @@ def submit_command(
 def validate_command(
     files: Annotated[list[Path], typer.Argument(help="Submission JSON files.",
                                                 show_default=False)],
+    references: Annotated[Path | None, ReferencesOption] = None,
     json_out: bool = JsonOption,
 ) -> None:
-    """Check submission files: size, JSON, schema, ranges and consistency.
+    """Check submission files: size, JSON, schema, consistency, plausible FLOPs and parameters,
+    and the ELUE score recomputed against the reference the file names.
 
     Prints `ok` or the one-line reason per file; the exit code is 1 when any file fails."""
-    from eebench.submit.validate import validate_file
+    from eebench.submit.validate import References, default_references_dir, validate_file
 
-    verdicts = [validate_file(f) for f in files]
+    given = _references(references)
+    by_folder: dict[Path, References] = {}  # each folder's default references, loaded once
+
+    def refs_for(f: Path) -> References | None:
+        if given is not None:
+            return given
+        folder = f.resolve().parent
+        if folder not in by_folder:
+            try:
+                by_folder[folder] = References.from_dir(default_references_dir(folder))
+            except DataError:
+                return None  # validate_file says why, for this file
+        return by_folder[folder]
+
+    verdicts = [validate_file(f, references=refs_for(f)) for f in files]
     for v in verdicts:
         typer.echo(f"{v.path}: {'ok' if v.ok else v.reason}", err=True)
     if json_out:
@@ -96,7 +133,7 @@ def export_elue_command(
 
     from eebench.submit.export_elue import export_elue
 
-    result = export_elue(run, out)
+    result = export_elue(run, out_dir(out, "the ELUE files"))
     table = Table(title=f"ELUE test files in {out}")
     for col in ("file", "rows", "avg exit layer", "MFLOPs"):
         table.add_column(col, justify="left" if col == "file" else "right")
@@ -122,12 +159,13 @@ def leaderboard_build(
                                                 show_default=False)],
     out: Annotated[Path, typer.Option("--out", "-o", help="Output directory for index.html.")
                    ] = Path("leaderboard/site"),
+    references: Annotated[Path | None, ReferencesOption] = None,
     json_out: bool = JsonOption,
 ) -> None:
     """Validate every submission and write a static, self-contained leaderboard page."""
     from eebench.submit.site import build_site
 
-    site = build_site(submissions, out)
+    site = build_site(submissions, out_dir(out, "the page"), _references(references))
     for v in site.rejected:
         typer.echo(f"rejected {v.path}: {v.reason}", err=True)
     err_console.print(f"wrote {site.index}: {len(site.accepted)} submissions, "
@@ -139,6 +177,49 @@ def leaderboard_build(
                                  for v in site.rejected]})
 
 
+@leaderboard_app.command("check")
+def leaderboard_check(
+    submissions: Annotated[Path, typer.Argument(help="Directory of submission JSON files.",
+                                                show_default=False)],
+    out: Annotated[Path | None, typer.Option(
+        "--out", "-o", help="Build the page here (default: a temporary directory).",
+        show_default=False)] = None,
+    references: Annotated[Path | None, ReferencesOption] = None,
+    json_out: bool = JsonOption,
+) -> None:
+    """The pull-request check: validate every submission (ELUE scores recomputed) and build the
+    page from them; exit code 1 when any file is refused, one line per refused file."""
+    import tempfile
+
+    from eebench.submit.site import build_site
+    from eebench.submit.validate import References, default_references_dir
+
+    out_dir(out, "the page")
+    refs = _references(references) or References.from_dir(default_references_dir(submissions))
+    with tempfile.TemporaryDirectory(prefix="eebench-leaderboard-") as tmp:
+        site = build_site(submissions, out or Path(tmp), refs)
+    for v in site.rejected:
+        typer.echo(f"{v.path}: {v.reason}", err=True)
+    used = {(r.path, r.sha256): r.curves.name for r in (
+        refs.find(v.submission.elue.reference, v.submission.elue.reference_sha256)
+        for v in site.accepted if v.submission is not None and v.submission.elue is not None)}
+    for (path, digest), name in sorted(used.items()):  # for the reviewer: what was scored
+        err_console.print(f"reference {name}: {path} sha256 {digest}", soft_wrap=True,
+                          highlight=False)
+    page = f", page {site.index}" if out is not None else ", page built"
+    err_console.print(f"{len(site.accepted)} accepted, {len(site.rejected)} refused{page}",
+                      soft_wrap=True, highlight=False)
+    if json_out:
+        print_json({"accepted": [str(v.path) for v in site.accepted],
+                    "rejected": [{"file": str(v.path), "reason": v.reason}
+                                 for v in site.rejected],
+                    "references": [{"name": name, "path": str(path), "sha256": digest}
+                                   for (path, digest), name in sorted(used.items())],
+                    "index": str(site.index) if out is not None else None})
+    if site.rejected:
+        raise typer.Exit(1)
+
+
 @leaderboard_app.command("schema")
 def leaderboard_schema(
     out: Annotated[Path | None, typer.Option(
@@ -148,18 +229,16 @@ def leaderboard_schema(
         "--check", help="Fail if --out differs from the schema instead of writing it.")] = False,
 ) -> None:
     """The submission format as JSON Schema, generated from the pydantic models."""
-    from eebench.io import atomic_write_text
+    from eebench.io import atomic_write_text, read_text
     from eebench.submit.schema import json_schema_text
 
     text = json_schema_text()
     if out is None:
         typer.echo(text, nl=False)
         return
+    out_file(out, "the JSON Schema", example="schema.json")
     if check:
-        try:
-            current = out.read_text(encoding="utf-8")
-        except OSError as e:
-            raise DataError(f"{out}: cannot read ({e.strerror})") from None
+        current = read_text(out)
         if current != text:
             raise EebenchError(f"{out} is out of date",
                                hint=f"eebench leaderboard schema --out {out}")

@@ -24,8 +24,8 @@ from pathlib import Path
 import numpy as np
 from matplotlib.figure import Figure
 
-from eebench.errors import DataError, EebenchError, UsageError
-from eebench.io import atomic_path, atomic_write_text
+from eebench.errors import DataError, EebenchError, UsageError, os_error
+from eebench.io import atomic_files
 from eebench.plot.data import ExitCurve, exit_curve, speedup_points
 from eebench.plot.figures import exits_figure, histogram_figure, pareto_figure, speedup_figure
 from eebench.plot.style import method_styles, metric_short, slug, task_title
@@ -150,8 +150,9 @@ def _speedup(report: TaskReport, styles, curves: _Curves) -> Figure:
 
 def write_figures(planned: Iterable[PlannedFigure], out: Path, fmt: str = "png",
                   on_saved: Callable[[Path], None] | None = None) -> list[Path]:
-    """Draw and save each figure as `<out>/<name>.<fmt>` (atomically), then `<out>/index.md`
-    listing them; returns the figure paths. Figures are drawn one at a time."""
+    """Draw and save each figure as `<out>/<name>.<fmt>`, then `<out>/index.md` listing them;
+    returns the figure paths. Figures are drawn one at a time, each to a temporary file; they
+    replace the previous ones together at the end, so a failure (a full disk) changes nothing."""
     if fmt not in FORMATS:
         raise UsageError(f"unknown figure format {fmt!r}", hint=f"use one of {', '.join(FORMATS)}")
     out = Path(out)
@@ -159,19 +160,22 @@ def write_figures(planned: Iterable[PlannedFigure], out: Path, fmt: str = "png",
         raise EebenchError(f"{out}: exists and is not a directory")
     planned = list(planned)
     try:
-        out.mkdir(parents=True, exist_ok=True)
-        paths = []
-        for f in planned:
-            path = out / f"{f.name}.{fmt}"
-            fig = f.build()
-            with atomic_path(path) as tmp:
-                fig.savefig(tmp, format=fmt, metadata=_METADATA[fmt])
-            paths.append(path)
-            if on_saved is not None:
-                on_saved(path)
-        atomic_write_text(out / INDEX_FILE, index_markdown(planned, fmt))
+        with atomic_files() as staging:
+            paths = []
+            for f in planned:
+                path = out / f"{f.name}.{fmt}"
+                fig = f.build()
+                with staging.path(path) as tmp:
+                    fig.savefig(tmp, format=fmt, metadata=_METADATA[fmt])
+                paths.append(path)
+                if on_saved is not None:
+                    on_saved(path)
+            staging.write_text(out / INDEX_FILE, index_markdown(planned, fmt))
     except OSError as e:
-        raise EebenchError(f"{e.filename or out}: cannot write ({e.strerror})") from None
+        err = os_error(e, "cannot write")
+        if err is None:
+            raise
+        raise err from e
     return paths
 
 

@@ -7,7 +7,10 @@ methods is refused with one line, because a leaderboard row must describe one th
 
 Provenance is recorded as hashes, never as copies: sha256 of every data file the runs read (found
 through the task specs' local file paths under the data directory; null when the data came from
-the hub), of each run's per-sample predictions, and of a local model's weights.
+the hub), of each run's per-sample predictions, of a local model's weights and of the reference
+file. What `eebench validate` bounds FLOPs and parameters with is recorded too: the backbone's
+sizes (from its config; a hidden size the runs recorded must agree) and each run's mean token
+length (from its predictions' `lengths`) and longest allowed length (its max_seq_length).
 """
 
 from __future__ import annotations
@@ -25,6 +28,16 @@ from eebench.submit import schema as S
 
 FLOPS_COUNTER = ("eebench per-module cost table: fvcore, cross-checked with torch "
                  "FlopCounterMode, summed along each sample's executed path at its token length")
+# ModelInfo's sizes, read from the backbone's config: (field, the config's names for it in
+# order, the value where a family has none).
+MODEL_SIZES = (
+    ("hidden_size", ("hidden_size",), None),
+    ("intermediate_size", ("intermediate_size", "hidden_dim"), None),  # DistilBERT: hidden_dim
+    ("vocab_size", ("vocab_size",), None),
+    ("max_position_embeddings", ("max_position_embeddings",), None),
+    ("type_vocab_size", ("type_vocab_size",), 0),  # DistilBERT and MPNet have no token types
+    ("embedding_size", ("embedding_size",), "hidden_size"),  # ALBERT projects E -> H
+)
 
 
 def model_dir_sha256(directory: Path) -> str | None:
@@ -49,7 +62,8 @@ def _one(runs, what: str, value) -> str:
     return seen.pop()
 
 
-def _model_info(name: str, num_layers: int, params: int, pooling: str) -> S.ModelInfo:
+def _model_info(name: str, num_layers: int, params: int, pooling: str,
+                sizes: dict[str, int]) -> S.ModelInfo:
     from eebench.errors import EebenchError
     from eebench.models.backbones import resolve_backbone
 
@@ -61,8 +75,52 @@ def _model_info(name: str, num_layers: int, params: int, pooling: str) -> S.Mode
     return S.ModelInfo(
         name=name, source="local" if local else "hub", revision=None,
         local_sha256=model_dir_sha256(Path(where)) if Path(where).is_dir() else None,
-        num_layers=num_layers, params=params, pooling=pooling,
+        num_layers=num_layers, params=params, pooling=pooling, **sizes,
     )
+
+
+def _model_sizes(name: str, runs, num_layers: int) -> dict[str, int]:
+    """The backbone's sizes (MODEL_SIZES, distinct_layers) from its config (of any family eebench
+    builds, ElasticBERT's converted); the runs' recorded hidden sizes must be the config's."""
+    from eebench.models.families import load_config
+
+    config = load_config(name)
+    sizes: dict[str, int] = {}
+    for key, names, default in MODEL_SIZES:
+        value = next((getattr(config, n) for n in names if getattr(config, n, None) is not None),
+                     None)
+        if value is None:  # the family has none: another size's value, or a constant
+            value = sizes.get(default) if isinstance(default, str) else default
+        if not isinstance(value, int) or isinstance(value, bool):
+            raise DataError(f"{name}: its config has no {key}",
+                            hint="a submission records the backbone's sizes")
+        sizes[key] = value
+    groups = getattr(config, "num_hidden_groups", None)  # ALBERT: layers share group weights
+    distinct = groups * getattr(config, "inner_group_num", 1) if groups else num_layers
+    sizes["distinct_layers"] = max(1, min(int(distinct), num_layers))
+    for run in runs:
+        for v in run.variants:
+            if v.hidden_size is not None and v.hidden_size != sizes["hidden_size"]:
+                raise DataError(f"{run.path}: variant {v.name} has hidden size {v.hidden_size}, "
+                                f"the config of {name} {sizes['hidden_size']}")
+    return sizes
+
+
+def _mean_length(run) -> float:
+    """The mean real token length of the run's evaluated samples (its predictions' `lengths`)."""
+    from safetensors import safe_open
+
+    path = run.path / PREDICTIONS_FILE
+    try:
+        with safe_open(str(path), framework="numpy") as f:
+            lengths = f.get_tensor("lengths") if "lengths" in f.keys() else None
+    except Exception as e:  # safetensors raises its own error types
+        raise DataError(f"{path}: not a readable safetensors file ({e})") from None
+    n = run.points[0].n_samples
+    if lengths is None or lengths.shape != (n,) or not len(lengths) or lengths.min() < 1:
+        raise DataError(f"{path}: no token lengths of its {n} samples (a `lengths` array)",
+                        hint="rerun the run with this eebench")
+    return float(lengths.mean())
 
 
 def _data_files(task: str, split: str, data_dir: Path | None) -> list[S.DataFile]:
@@ -118,7 +176,8 @@ def _elue(points, reference: Path, extrapolate: str, label: str) -> S.EluScore:
 
     ref = sc.load_reference(reference)
     per_task = sc.score(points, ref, extrapolate).elue.get(label, {})
-    return S.EluScore(reference=ref.name, reference_model=ref.model, extrapolate=extrapolate,
+    return S.EluScore(reference=ref.name, reference_sha256=sha256_file(Path(reference)),
+                      reference_model=ref.model, extrapolate=extrapolate,
                       tasks=dict(sorted(per_task.items())), overall=overall(per_task))
 
 
@@ -138,16 +197,23 @@ def build_submission(
     name: str | None = None,
     extrapolate: str = "clamp",
 ) -> S.Submission:
-    """A Submission from run directories (or parents, or globs), validated before it is returned."""
+    """A Submission from run directories (or parents, or globs), validated before it is returned:
+    everything `eebench validate` checks, its ELUE score recomputed against `reference`."""
     from pydantic import ValidationError
 
-    from eebench.submit.validate import check_submission, schema_error
+    from eebench.submit.validate import References, check_elue, check_submission, schema_error
 
     try:
         sub = _build(inputs, data_dir, reference, name, extrapolate)
     except ValidationError as e:  # a run holds a value the leaderboard format cannot carry
         raise DataError(f"the runs do not make a valid submission: {schema_error(e)}") from None
-    check_submission(sub)
+    try:
+        check_submission(sub)
+        if reference is not None:
+            check_elue(sub, References.from_files([Path(reference)]))
+    except DataError as e:
+        raise DataError(f"the runs do not make a valid submission: {e.message}",
+                        hint=e.hint) from None
     return sub
 
 
@@ -178,7 +244,8 @@ def _build(inputs: Sequence[str | Path], data_dir: Path | None, reference: Path 
         entries.setdefault(run.config.task, []).append(S.RunEntry(
             seed=run.config.seed, config_hash=run.config.key(),
             n_samples=run.points[0].n_samples, predictions_sha256=sha256_file(predictions),
-            environment=envs.index(env), points=[_point(p) for p in run.points],
+            environment=envs.index(env), mean_length=_mean_length(run),
+            max_length=run.config.max_seq_length, points=[_point(p) for p in run.points],
         ))
     first = {rp.point.task: rp.point for rp in reversed(raw)}  # each task's first point
     tasks = {
@@ -195,7 +262,8 @@ def _build(inputs: Sequence[str | Path], data_dir: Path | None, reference: Path 
     return S.Submission(
         name=name or f"{model.rstrip('/').split('/')[-1]}-{method}",
         created=datetime.now(timezone.utc).replace(microsecond=0).isoformat(),
-        model=_model_info(model, num_layers, params, pooling),
+        model=_model_info(model, num_layers, params, pooling,
+                          _model_sizes(model, runs, num_layers)),
         method=S.MethodInfo(name=method, sweep_param=runs[0].points[0].sweep_param,
                             settings=dict(runs[0].config.method_settings)),
         flops=S.FlopsInfo(convention=convention, counter=FLOPS_COUNTER),

@@ -8,16 +8,22 @@ Why so strict: a leaderboard reads files from anyone. Unknown fields are refused
 types are not coerced (`strict`: "3" is not a number, true is not an integer), and floats must be
 finite (NaN and infinity would poison every mean computed over them). Field constraints that JSON
 Schema can express (FLOPs > 0, metrics within [-100, 100]) live here, so the exported schema carries
-them; checks across fields (a histogram that adds up, FLOPs that grow with depth) are in
-eebench.submit.validate.
+them; checks across fields (a histogram that adds up, FLOPs that grow with depth, scores that are
+what the points give) are in eebench.submit.validate. Every list, dict and string is bounded
+(MAX_*), and every integer, so that no file makes the checks or the page do unbounded work.
 
 `SUBMISSION_SCHEMA_VERSION` is this file's own constant, never the package version: it changes
-only when the format does.
+only when the format does. Version 2 added the model's sizes (hidden_size, intermediate_size,
+vocab_size, max_position_embeddings, type_vocab_size), each run's token lengths (mean_length,
+max_length), the reference's sha256, and made `split` a Literal, `created` a checked ISO 8601
+time and `main` null for an unlabelled (test) split; version-1 files are refused (rebuild them
+with `eebench submit`).
 """
 
 from __future__ import annotations
 
 import json
+from datetime import datetime
 from typing import Annotated, Literal
 
 from pydantic import (
@@ -27,20 +33,37 @@ from pydantic import (
     StrictBool,
     StrictFloat,
     StrictInt,
-    StrictStr,
     field_validator,
 )
 
-SUBMISSION_SCHEMA_VERSION = 1
+SUBMISSION_SCHEMA_VERSION = 2
 SCHEMA_ID = "https://eebench.dev/leaderboard/schema.json"
 FLOPS_UNIT = "FLOPs per sample"
+
+# Size limits: far above any real submission (8 tasks, 3 seeds, 21 points per run), far below
+# what would make validating or rendering a file slow.
+MAX_TASKS = 64
+MAX_RUNS = 64  # per task
+MAX_POINTS = 1000  # per run
+MAX_LAYERS = 256
+MAX_METRICS = 16
+MAX_TIMINGS = 16  # per point
+MAX_FILES = 16  # data files per task
+MAX_ITEMS = 256  # seeds, environments, packages, settings, data files, latency statistics
+MAX_SAMPLES = 10**9
+MAX_PARAMS = 10**13
+MAX_LENGTH = 2**20  # tokens
+SEED_MAX = 2**32 - 1  # as eebench.train.config.SEED_MAX
 
 Sha256 = Annotated[str, Field(pattern=r"^[0-9a-f]{64}$", description="hex sha256 digest")]
 Name = Annotated[str, Field(min_length=1, max_length=200)]
 Text = Annotated[str, Field(max_length=2000)]
+Key = Annotated[str, Field(min_length=1, max_length=100)]  # a dict key
 Percent = Annotated[float, Field(ge=-100, le=100, description="percent")]
-Count = Annotated[int, Field(ge=0)]
-Scalar = StrictStr | StrictInt | StrictFloat | StrictBool | None
+Count = Annotated[int, Field(ge=0, le=MAX_SAMPLES)]
+Seed = Annotated[int, Field(ge=0, le=SEED_MAX)]
+Size = Annotated[int, Field(ge=1, le=MAX_LENGTH)]  # a model dimension
+Scalar = Text | StrictInt | StrictFloat | StrictBool | None
 
 
 class _Strict(BaseModel):
@@ -60,16 +83,29 @@ class ModelInfo(_Strict):
         description="sha256 over config.json and the *.safetensors files of a local model "
         "directory (each file's name and bytes, in name order); null for a hub model",
     )
-    num_layers: int = Field(ge=1)
-    params: int = Field(gt=0, description="parameters of the largest model in the submission")
+    num_layers: int = Field(ge=1, le=MAX_LAYERS)
+    params: int = Field(gt=0, le=MAX_PARAMS,
+                        description="parameters of the largest model in the submission")
     pooling: Literal["cls", "mean"] = Field(
         description="what the exit heads read: the [CLS] state, or the mean over real tokens")
+    # The backbone's sizes (its config), from which FLOPs and parameters are bounded.
+    hidden_size: Size
+    intermediate_size: Size
+    vocab_size: Annotated[int, Field(ge=1, le=10**8)]
+    max_position_embeddings: Size
+    type_vocab_size: Annotated[int, Field(ge=0, le=1024)]  # 0: no token types (DistilBERT, MPNet)
+    embedding_size: Size = Field(description="width of the token embeddings: hidden_size, or "
+                                             "less where they are projected (ALBERT)")
+    distinct_layers: int = Field(ge=1, le=MAX_LAYERS, description=(
+        "layers with weights of their own: num_layers, or fewer where layers share their "
+        "weights (ALBERT: num_hidden_groups x inner_group_num)"))
 
 
 class MethodInfo(_Strict):
     name: Name
     sweep_param: Name  # e.g. "threshold", "patience", "layers"
-    settings: dict[str, Scalar | list[Scalar]] = Field(default_factory=dict)
+    settings: dict[Key, Scalar | Annotated[list[Scalar], Field(max_length=MAX_ITEMS)]] = Field(
+        default_factory=dict, max_length=MAX_ITEMS)
 
 
 class FlopsInfo(_Strict):
@@ -82,9 +118,10 @@ class Timing(_Strict):
     """Wall time of real inference at one batch size (summary statistics, no raw values)."""
 
     mode: Literal["dynamic", "full"]  # exits taken, or the full model without exits
-    batch_size: int = Field(ge=1)
+    batch_size: int = Field(ge=1, le=MAX_SAMPLES)
     device: Text
-    latency_ms: dict[str, Annotated[float, Field(ge=0)]]  # p50/p90/p99/mean/std/min/max
+    latency_ms: dict[Key, Annotated[float, Field(ge=0)]] = Field(  # p50/p90/p99/mean/std/...
+        max_length=MAX_METRICS)
     throughput: Annotated[float, Field(gt=0)] | None = None  # samples per second
     peak_memory_mb: Annotated[float, Field(ge=0)] | None = None
 
@@ -93,26 +130,31 @@ class OperatingPoint(_Strict):
     """One sweep value of one run: its metrics, its cost and where its samples exited."""
 
     sweep_value: float
-    metrics: dict[str, Percent]
-    main: Percent  # metrics[main_metric]
+    metrics: dict[Key, Percent] = Field(max_length=MAX_METRICS)  # empty for a test split
+    main: Percent | None  # metrics[main_metric]; null for a test split (no labels)
     mean_flops: float = Field(gt=0)
     mean_mflops: float = Field(gt=0)
-    params_total: int = Field(gt=0)
+    params_total: int = Field(gt=0, le=MAX_PARAMS)
     params_mean_used: float = Field(gt=0)
-    avg_exit_layer: float = Field(ge=1)
-    exit_histogram: list[Count] = Field(min_length=1)  # samples exiting at layer 1..num_layers
-    timings: list[Timing] = Field(default_factory=list)
+    avg_exit_layer: float = Field(ge=1, le=MAX_LAYERS)
+    exit_histogram: list[Count] = Field(  # samples exiting at layer 1..num_layers
+        min_length=1, max_length=MAX_LAYERS)
+    timings: list[Timing] = Field(default_factory=list, max_length=MAX_TIMINGS)
 
 
 class RunEntry(_Strict):
     """One run directory (one seed) of one task."""
 
-    seed: int
+    seed: Seed
     config_hash: Annotated[str, Field(pattern=r"^[0-9a-f]{6,64}$")]
-    n_samples: int = Field(ge=1)
+    n_samples: int = Field(ge=1, le=MAX_SAMPLES)
     predictions_sha256: Sha256  # of its predictions.safetensors
-    environment: int = Field(ge=0)  # index into Submission.environments
-    points: list[OperatingPoint] = Field(min_length=1)
+    environment: int = Field(ge=0, lt=MAX_ITEMS)  # index into Submission.environments
+    mean_length: float = Field(ge=1, le=MAX_LENGTH, description=(
+        "mean token length of the evaluated samples (special tokens included), as FLOPs count"))
+    max_length: Size = Field(description="the longest token sequence the run allowed "
+                                         "(its max_seq_length)")
+    points: list[OperatingPoint] = Field(min_length=1, max_length=MAX_POINTS)
 
 
 class DataFile(_Strict):
@@ -123,17 +165,17 @@ class DataFile(_Strict):
 
 
 class TaskEntry(_Strict):
-    split: Name
+    split: Literal["dev", "test"]  # a test split has no labels here: no metrics, no ELUE score
     main_metric: Name
-    metrics: list[Name] = Field(min_length=1)
-    num_layers: int = Field(ge=1)
-    data_files: list[DataFile] = Field(default_factory=list)
-    runs: list[RunEntry] = Field(min_length=1)
+    metrics: list[Name] = Field(max_length=MAX_METRICS)  # empty for a test split
+    num_layers: int = Field(ge=1, le=MAX_LAYERS)
+    data_files: list[DataFile] = Field(default_factory=list, max_length=MAX_FILES)
+    runs: list[RunEntry] = Field(min_length=1, max_length=MAX_RUNS)
 
 
 class Gpu(_Strict):
     name: Text
-    count: int = Field(ge=1)
+    count: int = Field(ge=1, le=MAX_ITEMS)
     memory_gb: Annotated[float, Field(ge=0)] | None = None
     driver: Text | None = None
     cuda: Text | None = None
@@ -143,12 +185,12 @@ class Environment(_Strict):
     """Where runs were measured (from their env.json)."""
 
     cpu: Text | None = None
-    cpu_cores: Annotated[int, Field(ge=1)] | None = None
-    torch_threads: Annotated[int, Field(ge=1)] | None = None
+    cpu_cores: Annotated[int, Field(ge=1, le=MAX_SAMPLES)] | None = None
+    torch_threads: Annotated[int, Field(ge=1, le=MAX_SAMPLES)] | None = None
     gpu: Gpu | None = None
     os: Text | None = None
     python: Text | None = None
-    packages: dict[str, Text | None] = Field(default_factory=dict)
+    packages: dict[Key, Text | None] = Field(default_factory=dict, max_length=MAX_ITEMS)
     git_commit: Text | None = None  # of the eebench source the runs used
     git_dirty: bool | None = None
 
@@ -165,9 +207,12 @@ class EluScore(_Strict):
     """Mean metric above the reference curve at equal FLOPs (docs/scoring.md), per task."""
 
     reference: Name
+    reference_sha256: Sha256 | None = Field(default=None, description=(
+        "sha256 of the reference file's bytes: `eebench validate` finds the reference by name "
+        "and refuses another content"))
     reference_model: Text
     extrapolate: Literal["clamp", "linear"]
-    tasks: dict[str, float] = Field(min_length=1)
+    tasks: dict[Key, float] = Field(min_length=1, max_length=MAX_TASKS)
     overall: float
 
 
@@ -176,13 +221,13 @@ class Submission(_Strict):
         default=SUBMISSION_SCHEMA_VERSION, json_schema_extra={"const": SUBMISSION_SCHEMA_VERSION}
     )
     name: Name
-    created: Annotated[str, Field(max_length=40)]  # UTC, ISO 8601
+    created: Annotated[str, Field(max_length=40, json_schema_extra={"format": "date-time"})]
     model: ModelInfo
     method: MethodInfo
     flops: FlopsInfo
-    seeds: list[int] = Field(min_length=1)
-    tasks: dict[str, TaskEntry] = Field(min_length=1)
-    environments: list[Environment] = Field(min_length=1)
+    seeds: list[Seed] = Field(min_length=1, max_length=MAX_ITEMS)
+    tasks: dict[Key, TaskEntry] = Field(min_length=1, max_length=MAX_TASKS)
+    environments: list[Environment] = Field(min_length=1, max_length=MAX_ITEMS)
     eebench: EebenchInfo
     elue: EluScore | None = None
 
@@ -192,6 +237,19 @@ class Submission(_Strict):
         if v != SUBMISSION_SCHEMA_VERSION:
             raise ValueError(f"schema_version {v} is not supported (this eebench reads "
                              f"{SUBMISSION_SCHEMA_VERSION})")
+        return v
+
+    @field_validator("created")
+    @classmethod
+    def _iso_8601(cls, v: str) -> str:
+        """An ISO 8601 date and time with its UTC offset (e.g. 2026-11-24T00:55:42+00:00); the
+        text is kept as written."""
+        try:
+            when = datetime.fromisoformat(v[:-1] + "+00:00" if v.endswith("Z") else v)
+        except ValueError:
+            raise ValueError("not an ISO 8601 date and time") from None
+        if when.tzinfo is None or when.utcoffset() is None:
+            raise ValueError("an ISO 8601 time without its UTC offset") from None
         return v
 
 

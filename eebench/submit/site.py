@@ -11,8 +11,9 @@ data-* attributes), and a Content-Security-Policy allows only this page's own st
 by hash: even a string that slipped through could not run. The figures carry no CSS for it to
 block (see svg).
 
-Every file is checked with eebench.submit.validate first; a file that fails is listed with its
-reason and never rendered.
+Every file is checked with eebench.submit.validate first, exactly as `eebench validate` checks
+it (its ELUE score recomputed against the reference curves next to the submissions, or those
+given); a file that fails is listed with its reason and never rendered.
 """
 
 from __future__ import annotations
@@ -36,7 +37,7 @@ from matplotlib.figure import Figure
 from eebench.errors import DataError
 from eebench.io import atomic_write_text
 from eebench.submit.schema import Submission
-from eebench.submit.validate import Verdict, validate_file
+from eebench.submit.validate import References, Verdict, default_references_dir, validate_file
 
 PARAMS_FILTERS = (("≤40M", 40e6), ("≤55M", 55e6), ("≤70M", 70e6), ("≤110M", 110e6),
                   ("all", math.inf))
@@ -156,7 +157,8 @@ def task_figures(subs: list[tuple[Verdict, Submission]]) -> dict[str, Figure]:
 
     labels = _labels(subs)
     frame = results_frame(row for (_, s), label in zip(subs, labels)
-                          for row in submission_records(s, label))
+                          for row in submission_records(s, label)
+                          if row["split"] == "dev")  # a test split has no metric to plot
     elue = {label: s.elue.tasks if s.elue else {} for (_, s), label in zip(subs, labels)}
     styles = method_styles(labels)
     figures = {}
@@ -238,12 +240,22 @@ def render(accepted: list[Verdict], rejected: list[Verdict]) -> str:
     })
 
 
-def build_site(submissions_dir: Path, out_dir: Path) -> Site:
-    """Validate every *.json in `submissions_dir` and write `out_dir/index.html`."""
+def check_dir(submissions_dir: Path, references: References | None = None) -> list[Verdict]:
+    """The verdict on every *.json in `submissions_dir`, in name order, the ELUE scores
+    recomputed against `references` (default: the references/ folder next to it, if any)."""
     submissions_dir = Path(submissions_dir)
     if not submissions_dir.is_dir():
         raise DataError(f"{submissions_dir}: no such directory of submissions")
-    verdicts = [validate_file(p) for p in sorted(submissions_dir.glob("*.json"))]
+    if references is None:
+        references = References.from_dir(default_references_dir(submissions_dir))
+    return [validate_file(p, references=references)
+            for p in sorted(submissions_dir.glob("*.json"))]
+
+
+def build_site(submissions_dir: Path, out_dir: Path,
+               references: References | None = None) -> Site:
+    """Validate every *.json in `submissions_dir` (check_dir) and write `out_dir/index.html`."""
+    verdicts = check_dir(submissions_dir, references)
     accepted = [v for v in verdicts if v.ok]
     rejected = [v for v in verdicts if not v.ok]
     index = Path(out_dir) / "index.html"

@@ -1,11 +1,17 @@
-"""Check a submission file from anyone: size, JSON, schema, ranges, consistency. One-line reasons.
+"""Check a submission file from anyone: size, JSON, schema, consistency, plausibility and the
+ELUE score recomputed. One-line reasons.
 
 The order matters. The size is checked on the file system before a byte is read (a 200 MB file is
 refused without being parsed into memory); then the JSON is parsed with hooks that refuse NaN,
 infinity and duplicate keys (Python's json module accepts all three); then the pydantic schema
-(types, missing and unknown fields); then what no schema can say: metric ranges per metric, a
-histogram that adds up to the sample count, an average exit layer that is the histogram's mean,
-FLOPs that never fall as samples run deeper. Nothing in the file is ever executed or imported:
+(types, missing and unknown fields, bounded sizes); then what no schema can say: known tasks and
+their metrics, metric ranges per metric, a histogram that adds up to the sample count, an average
+exit layer that is the histogram's mean, FLOPs that never fall as samples run deeper; then
+physical plausibility (eebench.submit.plausible: FLOPs and parameters a model of the declared
+size can have); last, the ELUE score (eebench.submit.rescore): the reference the file names is
+looked up by name (and sha256) among known reference files, and every task's score and the
+overall are recomputed from the file's own points, seed-averaged as `eebench submit` does; a
+difference beyond ELUE_TOLERANCE is refused. Nothing in the file is ever executed or imported:
 it is only ever data given to json.loads.
 """
 
@@ -18,13 +24,32 @@ import stat
 from collections.abc import Sequence
 from dataclasses import dataclass
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 from pydantic import ValidationError
 
-from eebench.errors import DataError
-from eebench.submit.schema import SUBMISSION_SCHEMA_VERSION, OperatingPoint, Submission
+from eebench.errors import DataError, EebenchError
+from eebench.submit.plausible import check_costs
+from eebench.submit.rescore import (
+    ELUE_TOLERANCE,
+    KnownReference,
+    References,
+    check_elue,
+    default_references_dir,
+    elue_scores,
+)
+from eebench.submit.schema import SUBMISSION_SCHEMA_VERSION, OperatingPoint, Submission, TaskEntry
 
-MAX_BYTES = 10 * 2**20  # 10 MiB: a full submission of every task and seed is well under 1 MiB
+if TYPE_CHECKING:
+    from eebench.tasks.spec import TaskSpec
+
+__all__ = [  # the reference lookup and recomputation live in eebench.submit.rescore
+    "ELUE_TOLERANCE", "MAX_BYTES", "KnownReference", "References", "Verdict", "check_elue",
+    "check_submission", "default_references_dir", "elue_scores", "parse_json",
+    "parse_submission", "validate_data", "validate_file",
+]
+
+MAX_BYTES = 10 * 2**20  # 10 MiB: a full submission of every task and seed is well under 2 MiB
 SIGNED_METRICS = frozenset({"mcc", "pearson", "spearman", "pearson_and_spearman"})
 _UNION_TAGS = ("str", "int", "float", "bool", "list", "nullable", "function-after")
 
@@ -101,6 +126,13 @@ def _short(text: str, n: int = 160) -> str:
     return line if len(line) <= n else line[: n - 3] + "..."
 
 
+def one_line(text: str, n: int = 300) -> str:
+    """A reason as one printable line: a control character from a file (an ANSI escape in a
+    task key) is shown escaped, never sent to the terminal."""
+    line = " ".join(text.split())
+    return _short("".join(c if c.isprintable() else repr(c)[1:-1] for c in line), n)
+
+
 def _where(loc: Sequence[int | str]) -> str:
     parts = [str(x) for x in loc
              if not (isinstance(x, str) and (x in _UNION_TAGS or "[" in x))]
@@ -127,7 +159,8 @@ def parse_submission(data: object) -> Submission:
     version = data.get("schema_version")
     if version != SUBMISSION_SCHEMA_VERSION or isinstance(version, bool):
         raise DataError(f"schema_version {_short(repr(version), 40)} is not supported",
-                        hint=f"this eebench reads schema_version {SUBMISSION_SCHEMA_VERSION}")
+                        hint=f"this eebench reads schema_version {SUBMISSION_SCHEMA_VERSION}; "
+                             "rebuild the file from its runs with `eebench submit`")
     try:
         return Submission.model_validate(data)
     except ValidationError as e:
@@ -139,17 +172,28 @@ def _close(a: float, b: float, rel: float = 1e-6, abs_: float = 1e-9) -> bool:
     return math.isclose(a, b, rel_tol=rel, abs_tol=abs_)
 
 
-def _check_point(p: OperatingPoint, where: str, metrics: list[str], main_metric: str,
-                 num_layers: int, n_samples: int, model_params: int) -> None:
-    if set(p.metrics) != set(metrics):
-        raise DataError(f"{where}: metrics {sorted(p.metrics)} differ from the task's {metrics}")
+def _check_scores(p: OperatingPoint, where: str, t: TaskEntry) -> None:
+    """A dev point's metrics are the task's, within their ranges; a test point has none."""
+    if t.split == "test":
+        if p.metrics or p.main is not None:
+            raise DataError(f"{where}: a test split carries no scores (test labels are withheld)")
+        return
+    if set(p.metrics) != set(t.metrics):
+        raise DataError(f"{where}: metrics {sorted(p.metrics)} differ from the task's "
+                        f"{t.metrics}")
     for name, value in p.metrics.items():
         low = -100.0 if name in SIGNED_METRICS else 0.0
         if not low <= value <= 100.0:
             raise DataError(f"{where}: {name} {value} is outside [{low:g}, 100]")
-    if p.main != p.metrics[main_metric]:
-        raise DataError(f"{where}: main {p.main} is not its {main_metric} "
-                        f"{p.metrics[main_metric]}")
+    if p.main is None or p.main != p.metrics[t.main_metric]:
+        raise DataError(f"{where}: main {p.main} is not its {t.main_metric} "
+                        f"{p.metrics[t.main_metric]}")
+
+
+def _check_point(p: OperatingPoint, where: str, t: TaskEntry, n_samples: int,
+                 model_params: int) -> None:
+    _check_scores(p, where, t)
+    num_layers = t.num_layers
     hist = p.exit_histogram
     if len(hist) != num_layers:
         raise DataError(f"{where}: exit_histogram has {len(hist)} entries for a "
@@ -181,13 +225,45 @@ def _check_flops_grow(points: list[OperatingPoint], where: str) -> None:
             )
 
 
+def task_spec(task: str) -> TaskSpec:
+    """The spec of a task key: a task eebench knows, under its own name (not an alias)."""
+    from eebench.tasks.spec import get_task
+
+    try:
+        spec = get_task(task)
+    except EebenchError as e:
+        raise DataError(f"tasks.{task}: unknown task", hint=e.hint) from None
+    if spec.name != task:
+        raise DataError(f"tasks.{task}: not a task's own name (write {spec.name!r})")
+    return spec
+
+
+def _check_task(task: str, t: TaskEntry) -> None:
+    """Known task, its own main metric and metrics; a test split carries none."""
+    spec = task_spec(task)
+    if t.main_metric != spec.main_metric:
+        raise DataError(f"tasks.{task}: main_metric {t.main_metric!r} is not the task's "
+                        f"({spec.main_metric!r})")
+    unknown = [m for m in t.metrics if m not in spec.metrics]
+    if unknown:
+        raise DataError(f"tasks.{task}: metric {unknown[0]!r} is not one of the task's "
+                        f"{list(spec.metrics)}")
+    if t.split == "test":
+        if t.metrics:
+            raise DataError(f"tasks.{task}: a test split carries no scores (metrics {t.metrics} "
+                            "given)", hint="test labels are withheld: ELUE scores test "
+                                           "predictions itself (eebench export-elue)")
+    elif t.main_metric not in t.metrics or len(set(t.metrics)) != len(t.metrics):
+        raise DataError(f"tasks.{task}: main_metric {t.main_metric!r} must be one of its "
+                        f"metrics {t.metrics}, each named once")
+
+
 def check_submission(sub: Submission) -> None:
-    """Everything no schema can say; the first problem is a DataError naming where it is."""
+    """Everything no schema can say but the ELUE score (check_elue): consistency, known tasks,
+    plausible costs; the first problem is a DataError naming where it is."""
     run_seeds: set[int] = set()
     for task, t in sub.tasks.items():
-        if t.main_metric not in t.metrics or len(set(t.metrics)) != len(t.metrics):
-            raise DataError(f"tasks.{task}: main_metric {t.main_metric!r} must be one of its "
-                            f"metrics {t.metrics}, each named once")
+        _check_task(task, t)
         if t.num_layers != sub.model.num_layers:
             raise DataError(f"tasks.{task}: num_layers {t.num_layers} differs from the model's "
                             f"{sub.model.num_layers}")
@@ -201,33 +277,46 @@ def check_submission(sub: Submission) -> None:
                 raise DataError(f"{where}: environment {run.environment} does not exist "
                                 f"({len(sub.environments)} given)")
             for j, p in enumerate(run.points):
-                _check_point(p, f"{where}.points.{j}", t.metrics, t.main_metric, t.num_layers,
-                             run.n_samples, sub.model.params)
+                _check_point(p, f"{where}.points.{j}", t, run.n_samples, sub.model.params)
             _check_flops_grow(run.points, where)
     if sorted(set(sub.seeds)) != sorted(run_seeds) or len(set(sub.seeds)) != len(sub.seeds):
         raise DataError(f"seeds {sub.seeds} are not the seeds of the runs {sorted(run_seeds)}")
+    largest = max(p.params_total for t in sub.tasks.values() for r in t.runs for p in r.points)
+    if sub.model.params != largest:
+        raise DataError(f"model.params {sub.model.params} is not the largest params_total of "
+                        f"its points ({largest})")
+    check_costs(sub)
     if sub.elue is not None:
-        extra = set(sub.elue.tasks) - set(sub.tasks)
+        extra = set(sub.elue.tasks) - {k for k, t in sub.tasks.items() if t.split == "dev"}
         if extra:
-            raise DataError(f"elue.tasks: score for a task without runs ({sorted(extra)[0]})")
+            raise DataError(f"elue.tasks: score for a task without dev-split runs "
+                            f"({sorted(extra)[0]})")
         mean = sum(sub.elue.tasks.values()) / len(sub.elue.tasks)
         if not _close(sub.elue.overall, mean, rel=1e-6, abs_=1e-6):
             raise DataError(f"elue.overall {sub.elue.overall} is not the mean of its tasks "
                             f"({mean:.6g})")
 
 
-def validate_data(data: object) -> Submission:
-    """Schema and consistency of already parsed JSON; DataError with the first problem."""
+# ---------------------------------------------------------------------------------- entry points
+def validate_data(data: object, references: References | None = None) -> Submission:
+    """Everything of already parsed JSON, the ELUE score recomputed against `references` (none:
+    a submission with an ELUE block is refused); DataError with the first problem."""
     sub = parse_submission(data)
     check_submission(sub)
+    check_elue(sub, references if references is not None else References.from_dir(None))
     return sub
 
 
-def validate_file(path: Path, max_bytes: int = MAX_BYTES) -> Verdict:
-    """Check one file; never raises for a bad file (the reason is in the verdict)."""
+def validate_file(path: Path, max_bytes: int = MAX_BYTES,
+                  references: References | None = None) -> Verdict:
+    """Check one file; never raises for a bad file (the reason is in the verdict). Without
+    `references`, those next to the file's folder (default_references_dir) are used."""
     path = Path(path)
     try:
-        sub = validate_data(parse_json(read_limited(path, max_bytes)))
+        data = parse_json(read_limited(path, max_bytes))
+        if references is None:
+            references = References.from_dir(default_references_dir(path.parent))
+        sub = validate_data(data, references)
     except DataError as e:
-        return Verdict(path, None, _short(str(e), 300))
+        return Verdict(path, None, one_line(str(e)))
     return Verdict(path, sub, None)

@@ -93,7 +93,8 @@ def load_split(task: str | TaskSpec, split: str, data_dir: Path | None = None) -
                           lambda s: _load_hub(spec, s))
     data_dir = Path(data_dir)
     if not data_dir.is_dir():
-        raise DataError(f"{data_dir}: data directory not found", hint=LOCAL_HINT)
+        what = "is a file, not a directory" if data_dir.exists() else "data directory not found"
+        raise DataError(f"{data_dir}: {what}", hint=LOCAL_HINT)
     no_dev = "dev" not in spec.local
     return _carved_or(spec, split, no_dev, lambda s: load_file(spec, s, data_dir))
 
@@ -206,6 +207,9 @@ def load_file(spec: TaskSpec, split: str, data_dir: Path) -> Examples:
     """One local file exactly as it is (no dev carving): the unit `eebench data check` validates."""
     file: LocalFile = spec.local[split]
     path = data_dir / file.path
+    if path.is_dir():
+        raise DataError(f"{path}: is a directory, not a file",
+                        hint="docs/data.md shows the directory layout")
     if not path.is_file():
         raise DataError(f"{path}: file not found", hint="docs/data.md shows the directory layout")
     table = read_tsv(path, quoting=file.quoting, header=file.header, columns=file.columns)

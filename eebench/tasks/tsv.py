@@ -57,11 +57,11 @@ def read_tsv(
     records: list[list[str]] = []
     starts: list[int] = []
     blank = 0
+    prev = 0  # the line the last record ended on: the next one starts after it
     try:
         # utf-8-sig drops a leading BOM (MRPC, SNLI); newline="" lets csv strip CR of CRLF files.
         with path.open(encoding="utf-8-sig", newline="") as f:
             reader = csv.reader(f, delimiter="\t", quoting=QUOTING[quoting], strict=True)
-            prev = 0
             for record in reader:
                 if not record:
                     blank += 1
@@ -71,7 +71,14 @@ def read_tsv(
                 prev = reader.line_num
     except UnicodeDecodeError as e:
         raise DataError(f"{name}: not valid UTF-8 text ({e.reason} at byte {e.start})") from None
+    except OSError as e:
+        raise DataError(f"{name}: cannot read ({e.strerror or e})") from None
     except csv.Error as e:
+        if "end of data" in str(e):
+            # a quote opened in a record runs to the end of the file: the csv module notices at
+            # the end, but the line to fix is where the record starts
+            raise DataError(f"{name}:{prev + 1}: unterminated quote: the quoted field runs to the "
+                            f"end of the file (line {reader.line_num})") from None
         line = reader.line_num or 1
         raise DataError(f"{name}:{line}: malformed {quoting}-quoted TSV ({e})") from None
     if not records:

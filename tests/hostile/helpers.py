@@ -1,0 +1,91 @@
+"""What every hostile case checks: the exit code, exactly one line on stderr (no traceback), and
+that the files involved are as they were."""
+
+from __future__ import annotations
+
+import errno
+import hashlib
+import os
+from collections.abc import Callable, Iterator
+from contextlib import contextmanager
+from pathlib import Path
+
+from typer.testing import CliRunner
+
+from eebench.cli import app
+
+runner = CliRunner()
+
+
+def invoke(*args: object, env: dict[str, str] | None = None):
+    return runner.invoke(app, [str(a) for a in args], env=env)
+
+
+def _describe(result) -> str:
+    return (f"exit {result.exit_code}\n--- stderr\n{result.stderr}\n--- exception\n"
+            f"{result.exception!r}")
+
+
+def fails(*args: object, code: int, needle: str | None = None, prefix: str = "error: ",
+          banner: bool = False, report: bool = False, env: dict[str, str] | None = None) -> str:
+    """Run `eebench *args`; assert exit `code`, one line on stderr starting with `prefix` (and
+    holding `needle`), nothing on stdout, no traceback. `banner`: a run or training may have
+    said what it starts before failing; the error is then its only error line, the last.
+    `report`: a check that prints its --json report on stdout before failing."""
+    result = invoke(*args, env=env)
+    assert result.exit_code == code, _describe(result)
+    assert result.exception is None or isinstance(result.exception, SystemExit), _describe(result)
+    assert "Traceback" not in result.output, _describe(result)
+    assert report or result.stdout == "", _describe(result)
+    lines = result.stderr.splitlines()
+    if banner:
+        lines = [line for line in lines if line.strip()]
+        assert [line for line in lines if line.startswith("error")] == lines[-1:], _describe(result)
+        lines = lines[-1:]
+    assert len(lines) == 1, _describe(result)
+    assert lines[0].startswith(prefix), _describe(result)
+    if needle is not None:
+        assert needle in lines[0], _describe(result)
+    return lines[0]
+
+
+def snapshot(*roots: Path) -> dict[str, str | None]:
+    """Every file and directory under `roots`: content hash, "dir", or None where absent."""
+    state: dict[str, str | None] = {}
+    for root in map(Path, roots):
+        if not root.exists():
+            state[str(root)] = None
+            continue
+        for p in [root, *sorted(root.rglob("*"))] if root.is_dir() else [root]:
+            state[str(p)] = "dir" if p.is_dir() else hashlib.sha256(p.read_bytes()).hexdigest()
+    return state
+
+
+@contextmanager
+def unchanged(*roots: Path) -> Iterator[None]:
+    """The block leaves every file and directory under `roots` as it was."""
+    before = snapshot(*roots)
+    yield
+    after = snapshot(*roots)
+    added = sorted(set(after) - set(before))
+    changed = sorted(k for k in before if before[k] != after.get(k))
+    assert not added and not changed, f"written: {added}; changed or removed: {changed}"
+
+
+def fill_disk(monkeypatch, when: Callable[[str], bool] = lambda target: True) -> None:
+    """From now on, moving a written file into place fails as on a full disk (ENOSPC), for
+    targets `when` accepts: the last step of every atomic write in eebench."""
+    real = os.replace
+
+    def replace(src, dst, *args, **kwargs):
+        if when(str(dst)):
+            raise OSError(errno.ENOSPC, os.strerror(errno.ENOSPC))
+        return real(src, dst, *args, **kwargs)
+
+    monkeypatch.setattr(os, "replace", replace)
+
+
+def temporaries(*roots: Path) -> list[Path]:
+    """Temporary files or directories of an atomic write left behind under `roots`."""
+    return [p for root in roots if Path(root).exists() for p in Path(root).rglob(".*")
+            if ".tmp" in p.name]
