@@ -40,6 +40,7 @@ from eebench.score import (  # noqa: E402
     build_reference,
     compare_methods,
     elue_by_seed,
+    load_reference,
     load_run,
     raw_points,
     results_frame,
@@ -139,6 +140,20 @@ ELUE score (mean of *vs reference* over a method's points): {scores}."""
 def page(template: str, **values) -> str:
     """`template` with each paragraph on one line, then filled in."""
     return "\n\n".join(" ".join(p.splitlines()) for p in template.split("\n\n")).format(**values)
+
+
+def keep_if_unchanged(reference, path: Path):
+    """The shipped reference, kept byte for byte when the runs give the same curves: submissions
+    pin it by sha256, so only new numbers (or new runs) may change the file."""
+    if path.is_file():
+        shipped = load_reference(path)
+        same = shipped.model_dump(exclude={"provenance"}) == reference.model_dump(
+            exclude={"provenance"})
+        runs = [(r.path, r.config_hash) for r in shipped.provenance.runs]
+        if same and runs == [(r.path, r.config_hash) for r in reference.provenance.runs]:
+            return shipped
+    save_reference(reference, path)
+    return reference
 
 
 def finished_runs(root: Path):
@@ -357,8 +372,7 @@ def main() -> None:
     # Paths in the shipped reference relative to the repository root.
     for record in reference.provenance.runs:
         record.path = str(Path(record.path).resolve().relative_to(ROOT))
-    REFERENCE.parent.mkdir(parents=True, exist_ok=True)
-    save_reference(reference, REFERENCE)
+    reference = keep_if_unchanged(reference, REFERENCE)
 
     raw = raw_points(rel)
     points = aggregate_seeds(raw)

@@ -8,7 +8,14 @@ from typing import TYPE_CHECKING, Annotated
 import typer
 
 from eebench.cli.app import app
-from eebench.cli.common import DataDirOption, JsonOption, err_console, print_json, resolve_data_dir
+from eebench.cli.common import (
+    DataDirOption,
+    JsonOption,
+    err_console,
+    out_dir,
+    print_json,
+    resolve_data_dir,
+)
 from eebench.errors import UsageError
 
 if TYPE_CHECKING:
@@ -130,6 +137,8 @@ def _run_grid(cfg: BenchConfig, overwrite: bool, json_out: bool, skip_unrunnable
     from eebench.run.execute import RunOptions, execute
     from eebench.run.grid import expand
 
+    out_dir(Path(cfg.out), "runs")
+    out_dir(Path(cfg.checkpoints), "checkpoints", option="--checkpoints")
     expanded = expand(cfg, skip_unrunnable)
     for m, t in expanded.skipped:
         err_console.print(f"[yellow]skipped[/] {m} on {t}: {m} cannot do regression")

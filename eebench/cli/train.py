@@ -14,7 +14,14 @@ from typing import Annotated, Any
 import typer
 
 from eebench.cli.app import app
-from eebench.cli.common import DataDirOption, JsonOption, err_console, print_json, resolve_data_dir
+from eebench.cli.common import (
+    DataDirOption,
+    JsonOption,
+    err_console,
+    out_dir,
+    print_json,
+    resolve_data_dir,
+)
 from eebench.errors import UsageError
 from eebench.train.config import STAGE_FIELDS, TrainConfig
 
@@ -132,6 +139,7 @@ def train_command(
     m = get_method(method, **config.methods_settings.get(method, {}))
     m.check_task(spec)
     cfg = config.training(spec, config.train.seed)
+    out_dir(out, "checkpoints")
     _run(m, spec, model, resolve_pooling(model, config.pooling), resolve_data_dir(data_dir), cfg,
          out, overwrite, json_out)
 

@@ -42,6 +42,7 @@ from typing import TYPE_CHECKING, Any, Literal
 from pydantic import BaseModel, ConfigDict, Field, ValidationError
 
 from eebench.errors import UsageError
+from eebench.io import read_text
 from eebench.train.config import GivenTrainConfig, Seed, TrainConfig, settings_error
 
 if TYPE_CHECKING:
@@ -160,11 +161,11 @@ def _merged(base: dict[str, Any], over: dict[str, Any]) -> dict[str, Any]:
 def load_config(path: Path | None) -> BenchConfig:
     if path is None:
         return BenchConfig()
+    if not Path(path).exists():
+        raise UsageError(f"config file {path} not found")
+    text = read_text(Path(path))  # a directory, unreadable, not UTF-8: one line naming the file
     try:
-        with open(path, "rb") as f:
-            data = tomllib.load(f)
-    except FileNotFoundError:
-        raise UsageError(f"config file {path} not found") from None
+        data = tomllib.loads(text)
     except tomllib.TOMLDecodeError as e:
         raise UsageError(f"{path}: not valid TOML: {e}") from None
     try:

@@ -10,7 +10,6 @@ measured against. The schema is documented in docs/scoring.md;
 
 from __future__ import annotations
 
-import json
 import math
 from collections.abc import Sequence
 from dataclasses import replace
@@ -20,7 +19,7 @@ from pathlib import Path
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, model_validator
 
 from eebench.errors import DataError
-from eebench.io import atomic_write_text
+from eebench.io import atomic_write_text, read_json
 from eebench.run.artifacts import MAX_FLOPS, Metric
 from eebench.score.collect import Run, check_consistent, raw_points
 from eebench.score.stats import aggregate_seeds
@@ -184,13 +183,7 @@ def save_reference(ref: ReferenceCurves, path: Path) -> None:
 
 def load_reference(path: Path) -> ReferenceCurves:
     """Read and validate a reference file; any problem is one DataError line naming the file."""
-    path = Path(path)
-    if not path.is_file():
-        raise DataError(f"{path}: no such reference file")
-    try:
-        data = json.loads(path.read_text(encoding="utf-8"))
-    except (UnicodeDecodeError, json.JSONDecodeError) as e:
-        raise DataError(f"{path}: not JSON ({e})") from None
+    data = read_json(Path(path))  # missing, a directory, not UTF-8, not JSON: one line each
     if not isinstance(data, dict) or "schema_version" not in data:
         raise DataError(f"{path}: not a reference file (no schema_version)")
     if data["schema_version"] != REFERENCE_SCHEMA_VERSION:

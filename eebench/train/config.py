@@ -30,7 +30,7 @@ if TYPE_CHECKING:
 SEED_MAX = 2**32 - 1  # the batch order seeds torch with seed * 1_000_003 + epoch: stays in range
 
 # Bounds shared by a run's settings and a stage's overrides of them.
-Epochs = Annotated[int, Field(ge=1)]
+Epochs = Annotated[int, Field(ge=1, le=1000)]  # more is a typo, not a plan
 LearningRate = Annotated[float, Field(gt=0)]
 WarmupRatio = Annotated[float, Field(ge=0, lt=1)]
 WeightDecay = Annotated[float, Field(ge=0)]

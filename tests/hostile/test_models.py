@@ -71,8 +71,8 @@ def test_train_out_naming_a_file_is_one_line(bench, tmp_path):
     a_file.write_text("not a directory\n")
     with unchanged(tmp_path):
         fails("train", "--method", "pabee", "--task", "rte", "--model", bench.backbone,
-              "--data-dir", bench.data, *FAST[:2], "--out", a_file, code=1, banner=True,
-              needle=f"{a_file}: is a file, where a directory is needed")
+              "--data-dir", bench.data, *FAST[:2], "--out", a_file, code=1,
+              needle=f"{a_file}: cannot write checkpoints (it is a file)")
 
 
 @pytest.mark.parametrize("args,needle", [
@@ -134,7 +134,7 @@ def test_run_out_naming_a_file_is_refused_before_training(bench, tmp_path):
     a_file.write_text("not a directory\n")
     with unchanged(tmp_path):
         fails(*run_args(bench.backbone, bench.data, tmp_path, "--method", "pabee"), code=1,
-              banner=True, needle=f"{a_file}: is a file, where a directory is needed")
+              needle=f"{a_file}: cannot write runs (it is a file)")
     assert not (tmp_path / "ckpt").exists()  # refused before any training
 
 
