@@ -84,7 +84,7 @@ def test_damaged_parts_are_one_line(tmp_path, cache, monkeypatch, damage):
     monkeypatch.setattr(bundled, "mpnet_parts", lambda: parts)
     with pytest.raises(EebenchError) as e:
         bundled.mpnet_dir()
-    assert "\n" not in str(e.value) and "eebench[mpnet]" in e.value.hint
+    assert "\n" not in str(e.value) and "--force-reinstall --no-deps" in e.value.hint
     assert [p.name for p in cache.iterdir()] == [".mpnet-base-v1.lock"]
 
 

