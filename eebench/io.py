@@ -212,13 +212,21 @@ def read_json(path: Path, hint: str | None = None) -> Any:
 
 def read_model(path: Path, model: type[M], hint: str | None = None) -> M:
     """A pydantic model from a JSON file, or one DataError line naming the file and the field."""
-    text = read_text(path, hint)
+    return validated(model, read_text(path, hint), path, hint=hint)
+
+
+def validated(model: type[M], data: Any, where: Any, what: str | None = None,
+              hint: str | None = None) -> M:
+    """`data` (parsed, or JSON text) as `model`, or one DataError line: where, what it should have
+    been, the first invalid field and why."""
     try:
-        return model.model_validate_json(text)
+        if isinstance(data, str | bytes):
+            return model.model_validate_json(data)
+        return model.model_validate(data)
     except ValidationError as e:
         err = e.errors()[0]
-        where = ".".join(str(x) for x in err["loc"]) or "(top level)"
-        raise DataError(f"{path}: not a valid {model.__name__}: {where}: "
+        field = ".".join(str(x) for x in err["loc"]) or "(top level)"
+        raise DataError(f"{where}: not a valid {what or model.__name__}: {field}: "
                         f"{_one_line(err['msg'], 120)}", hint=hint) from None
 
 

@@ -8,14 +8,7 @@ from typing import TYPE_CHECKING, Annotated
 import typer
 
 from eebench.cli.app import app
-from eebench.cli.common import (
-    DataDirOption,
-    JsonOption,
-    err_console,
-    out_dir,
-    print_json,
-    resolve_data_dir,
-)
+from eebench.cli.common import DataDirOption, JsonOption, err_console, print_json, resolve_data_dir
 from eebench.errors import UsageError
 
 if TYPE_CHECKING:
@@ -133,7 +126,7 @@ def run_command(
 
 def _run_grid(cfg: BenchConfig, overwrite: bool, json_out: bool, skip_unrunnable: bool) -> None:
     """Expand the config into its runs (every one validated before any work), then run them."""
-    from eebench.cli.common import progress
+    from eebench.cli.common import out_dir, progress
     from eebench.run.execute import RunOptions, execute
     from eebench.run.grid import expand
 

@@ -16,10 +16,10 @@ from dataclasses import replace
 from datetime import datetime, timezone
 from pathlib import Path
 
-from pydantic import BaseModel, ConfigDict, Field, ValidationError, model_validator
+from pydantic import BaseModel, ConfigDict, Field, model_validator
 
 from eebench.errors import DataError
-from eebench.io import atomic_write_text, read_json
+from eebench.io import atomic_write_text, read_json, validated
 from eebench.run.artifacts import MAX_FLOPS, Metric
 from eebench.score.collect import Run, check_consistent, raw_points
 from eebench.score.stats import aggregate_seeds
@@ -191,9 +191,4 @@ def load_reference(path: Path) -> ReferenceCurves:
             f"{path}: reference schema_version {data['schema_version']!r} is not supported",
             hint=f"this eebench reads schema_version {REFERENCE_SCHEMA_VERSION}",
         )
-    try:
-        return ReferenceCurves.model_validate(data)
-    except ValidationError as e:
-        err = e.errors()[0]
-        where = ".".join(str(x) for x in err["loc"]) or "(top level)"
-        raise DataError(f"{path}: not a valid reference file: {where}: {err['msg']}") from None
+    return validated(ReferenceCurves, data, path, what="reference file")
