@@ -76,7 +76,8 @@ def _points(bench):
     return sc.aggregate_seeds(sc.raw_points(sc.load_runs([bench.runs])))
 
 
-EXPECTED = {"rte-pareto", "rte-speedup", *(f"rte-{m}-exits" for m in METHODS),
+EXPECTED = {"rte-pareto", "rte-speedup", "rte-calibration", "rte-consistency",
+            *(f"rte-{m}-exits" for m in METHODS),
             "rte-static-s42-exit-histogram", "rte-deebert-s42-exit-histogram",
             "rte-pabee-s1-exit-histogram", "rte-pabee-s2-exit-histogram"}
 
@@ -144,6 +145,29 @@ def test_pareto_figure_without_reference_and_with_log_flops(bench):
     assert GID_REFERENCE not in _lines(ax)
     assert ax.get_xscale() == "log" and "log scale" in ax.get_xlabel()
     assert not any("ELUE" in t.get_text() for t in ax.get_legend().get_texts())
+
+
+def test_quality_figures_show_each_methods_stored_values(bench):
+    from eebench.score import aggregate_seeds, load_runs, raw_points
+    from eebench.score.quality import fill_quality
+
+    runs = load_runs([bench.runs])
+    fill_quality(runs)
+    points = aggregate_seeds(raw_points(runs))
+    planned = _planned(bench)
+    for name, quantity in (("rte-calibration", "ece"), ("rte-consistency", "consistency")):
+        assert planned[name].kind == name.split("-")[1]
+        lines = _lines(planned[name].build().axes[0])
+        assert sorted(lines) == [GID_METHOD + m for m in METHODS]
+        for m in METHODS:
+            want = sorted((p.mflops, p.quality[quantity][0]) for p in points if p.label == m)
+            line = lines[GID_METHOD + m]
+            got = sorted(zip(np.asarray(line.get_xdata(), dtype=float),
+                             np.asarray(line.get_ydata(), dtype=float), strict=True))
+            assert np.allclose(got, want)
+    # the never-exit point agrees with full depth on every sample
+    static_full = [p for p in points if p.label == "static" and p.sweep_value == 3]
+    assert static_full[0].quality["consistency"][0] == 100.0
 
 
 def test_exit_histogram_is_the_share_of_samples_per_layer(bench):

@@ -67,6 +67,18 @@ def test_run_writes_a_complete_run_directory(tmp_path, backbone, data_dir, metho
         assert p.disagreements == p.disagreements_near_threshold  # only near-ties may differ
         modes = {(t.mode, t.batch_size) for t in p.timings}
         assert modes == {("dynamic", 1), ("dynamic", 32), ("full", 1), ("full", 32)}
+    # the quality fields are stored, and are what `eebench score` computes from the arrays
+    from eebench.score import load_run
+    from eebench.score.quality import fill_quality
+
+    assert all(p.ece is not None and p.consistency is not None for p in points)
+    blank = load_run(run_dir)
+    blank.points = [p.model_copy(update=dict.fromkeys(
+        ("ece", "nll", "consistency", "exit_gain", "exit_loss"))) for p in blank.points]
+    fill_quality([blank])
+    for stored, computed in zip(points, blank.points, strict=True):
+        for q in ("ece", "nll", "consistency", "exit_gain", "exit_loss"):
+            assert getattr(stored, q) == pytest.approx(getattr(computed, q), abs=1e-6), q
     # more layers on average never costs fewer FLOPs (one model, same samples)
     by_layer = sorted(points, key=lambda p: p.avg_exit_layer)
     assert all(a.mean_flops <= b.mean_flops for a, b in zip(by_layer, by_layer[1:]))
@@ -131,6 +143,8 @@ def test_static_run_trains_one_model_per_k(tmp_path, backbone, data_dir, monkeyp
     assert [(v["name"], v["exit_layers"], v["logits_key"]) for v in variants] == [
         ("k1", [1], "exit_logits_k1"), ("k3", [3], "exit_logits_k3")]
     assert [p["variant"] for p in points] == ["k1", "k3"]
+    # calibration is stored; agreement with the deepest k is left to `eebench score`
+    assert all(p["ece"] is not None and p["consistency"] is None for p in points)
 
 
 def test_pooling_is_part_of_the_run_and_its_checkpoint(tmp_path, backbone, data_dir,

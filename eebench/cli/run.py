@@ -35,6 +35,10 @@ def run_command(
     task: Annotated[list[str] | None, typer.Option(
         "--task", "-t", help="Task (see `eebench tasks`; repeatable); default: the config's.",
         show_default=False)] = None,
+    eval_task: Annotated[str | None, typer.Option(
+        "--eval-task", help="Domain shift: evaluate on this task's split instead (same labels, "
+        "same kind of input), next to the in-domain run of the same training.",
+        show_default=False)] = None,
     model: Annotated[str | None, typer.Option(
         "--model", help="Backbone: minilm-l6 (default), bert-base, a local directory or a hub id.",
         show_default=False)] = None,
@@ -105,6 +109,7 @@ def run_command(
     sweep_values = parse_sweep(sweep)
     cfg = merge(cfg, {  # the flags given (None: not given) over the config's settings
         "methods": method or None, "tasks": task or None, "seeds": seed or None,
+        "eval_task": eval_task,
         "model": model, "pooling": pooling, "split": split,
         "data_dir": data_dir and str(data_dir), "out": out and str(out),
         "checkpoints": checkpoints and str(checkpoints),
@@ -143,17 +148,68 @@ def _run_grid(cfg: BenchConfig, overwrite: bool, json_out: bool, skip_unrunnable
         opts = RunOptions(data_dir=data_dir, out=Path(cfg.out),
                           checkpoints=Path(cfg.checkpoints), overwrite=overwrite,
                           eval_batch_size=cfg.eval_batch_size, console=err_console, progress=bar)
-        for rc in expanded.runs:
-            err_console.print(f"[bold]run[/] {rc.method} on {rc.task} (seed {rc.seed}, "
+        for i, rc in enumerate(expanded.runs):
+            own = None
+            if rc.train_task:  # first the training on its own task (the shared checkpoint)
+                own = execute(expanded.in_domain[i], opts)
+            shift = f" trained on {rc.train_task}" if rc.train_task else ""
+            err_console.print(f"[bold]run[/] {rc.method} on {rc.task}{shift} (seed {rc.seed}, "
                               f"{rc.pooling} pooling)")
             run_dir = execute(rc, opts)
             if run_dir is None:
                 err_console.print("  [yellow]skipped[/]: another process is running it")
                 continue
             summaries.append(_report(run_dir, json_out))
+            if own is not None:
+                summaries[-1]["in_domain"] = _shift_report(own, run_dir, json_out)
     if json_out:
         one = len(summaries) == 1 and len(expanded.runs) == 1
         print_json(summaries[0] if one else summaries)
+
+
+QUALITY = ("ece", "consistency")  # per-point quality fields, where a point has them
+
+
+def _shift_report(own_dir: Path, shifted_dir: Path, json_out: bool) -> list[dict]:
+    """Each sweep value's numbers in domain (the training's own task) and shifted, side by
+    side: main metric, average exit layer, and calibration and consistency where points have
+    them."""
+    from rich.table import Table
+
+    from eebench.run import artifacts as R
+
+    own, shifted = R.read_run(own_dir), R.read_run(shifted_dir)
+    by_value = {p.sweep_value: p for p in own.points}
+    rows = []
+    for p in shifted.points:
+        q = by_value.get(p.sweep_value)
+        row = {"sweep_param": p.sweep_param, "sweep_value": p.sweep_value}
+        for side, point in (("in_domain", q), ("shifted", p)):
+            row[side] = None if point is None else {
+                "task": point.task, "main_metric": point.main_metric, "main": point.main,
+                "avg_exit_layer": point.avg_exit_layer, "mean_mflops": point.mean_mflops,
+                **{k: getattr(point, k) for k in QUALITY if getattr(point, k, None) is not None}}
+        rows.append(row)
+    if not json_out:
+        t = Table(title=f"domain shift: {own.config.task} → {shifted.config.task} "
+                        f"({shifted.config.method}, seed {shifted.config.seed})")
+        quality = [k for k in QUALITY if any(k in (r["shifted"] or {}) for r in rows)]
+        for col in ("sweep", "main in", "main shifted", "layer in", "layer shifted",
+                    *(f"{k} {side}" for k in quality for side in ("in", "shifted"))):
+            t.add_column(col, justify="right")
+        for r in rows:
+            a, b = r["in_domain"] or {}, r["shifted"]
+            cells = [f"{r['sweep_param']}={r['sweep_value']:g}",
+                     _num(a.get("main")), _num(b["main"]),
+                     _num(a.get("avg_exit_layer")), _num(b["avg_exit_layer"]),
+                     *(_num(side.get(k)) for k in quality for side in (a, b))]
+            t.add_row(*cells)
+        err_console.print(t)
+    return rows
+
+
+def _num(x: float | None) -> str:
+    return "-" if x is None else f"{x:.2f}"
 
 
 def _report(run_dir: Path, json_out: bool) -> dict:

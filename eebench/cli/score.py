@@ -71,17 +71,30 @@ def score_command(
     n_resamples: Annotated[int, typer.Option(
         "--bootstrap", help="Bootstrap resamples (--compare).")] = 1000,
     seed: Annotated[int, typer.Option("--seed", help="Seed of the bootstrap.")] = 0,
+    budgets: Annotated[list[float] | None, typer.Option(
+        "--budget", help="A FLOPs budget in percent of the full model's FLOPs (repeat it): "
+        "each method's main metric there, on its own step Pareto front. Default: 25 50 75 100.",
+        show_default=False,
+    )] = None,
 ) -> None:
-    """Score runs: Pareto fronts, hypervolume, ELUE score against a reference curve, ranking."""
+    """Score runs: Pareto fronts, hypervolume, ELUE score against a reference curve, ranking,
+    the quality of the exited predictions (calibration, consistency, overthinking), fixed FLOPs
+    budgets and ELUE's parameter buckets."""
     from eebench import score as sc
+    from eebench.score import quality as sq
 
     if not 1 <= n_resamples <= MAX_RESAMPLES:
         raise UsageError(f"--bootstrap must be in 1..{MAX_RESAMPLES:,}, got {n_resamples}")
     if not 0 <= seed <= MAX_SEED:
         raise UsageError(f"--seed must be in 0..{MAX_SEED}, got {seed}")
+    percents = list(budgets) if budgets else list(sq.DEFAULT_BUDGETS)
+    for b in percents:
+        if not (math.isfinite(b) and 0 < b <= 1000):
+            raise UsageError(f"--budget must be a percentage in (0, 1000], got {b:g}")
     out_file(csv_path, "the CSV file", "--csv", example="points.csv")
     ref = sc.load_reference(reference) if reference is not None else None
     loaded = sc.load_runs(runs)
+    sq.fill_quality(loaded)  # from the stored arrays, for runs written without them
     raw = sc.raw_points(loaded)
     sc.check_consistent(raw)
     points = sc.aggregate_seeds(raw)
@@ -94,6 +107,10 @@ def score_command(
     if csv_path is not None:  # before the tables: a file that cannot be written is one line
         _write_csv(report, csv_path)
     _print_report(report, len(loaded), by_seed or {})
+    run_quality = sq.run_qualities(raw)
+    budget_rows = sq.budget_table(raw, percents)
+    buckets = sq.param_buckets(raw)
+    _print_quality(report, run_quality, budget_rows, percents, buckets)
     if comparisons:
         _print_comparisons(comparisons, compare)
     if csv_path is not None:
@@ -104,7 +121,92 @@ def score_command(
             label: {task: {str(s): v for s, v in seeds.items()} for task, seeds in tasks.items()}
             for label, tasks in by_seed.items()}
         data["compare"] = [_comparison_dict(c) for c in comparisons] if comparisons else None
+        data["quality"] = _quality_dict(report, run_quality)
+        data["budgets"] = [{"method": b.label, "task": b.task, "percent": b.percent,
+                            "mflops": b.mflops, "main": b.main, "main_std": b.main_std,
+                            "n_seeds": b.seeds} for b in budget_rows]
+        data["param_buckets"] = {label: {"params": n, "bucket": bucket}
+                                 for label, (n, bucket) in buckets.items()}
         print_json(data)
+
+
+QUALITY_HEADS = {"ece": "ECE %", "nll": "NLL", "consistency": "consist. %",
+                 "exit_gain": "gain %", "exit_loss": "loss %"}
+
+
+def _q_cell(p, name: str) -> str:
+    if name not in p.quality:
+        return "-"
+    mean, std, n = p.quality[name]
+    digits = 3 if name == "nll" else 2
+    return f"{mean:.{digits}f}" + (f" ± {std:.{digits}f}" if n > 1 else "")
+
+
+def _print_quality(report, run_quality, budget_rows, percents, buckets) -> None:
+    """Quality of each front point, per-run quality, the budgets and the parameter buckets."""
+    from rich.table import Table
+
+    for t in report.tasks.values():
+        rows = sorted((p for p, on in zip(t.points, t.on_front, strict=True)
+                       if on and p.quality), key=lambda p: p.flops)
+        if not rows:
+            continue
+        table = Table(title=f"Quality of the exited predictions on the front: {t.task} "
+                            "(ECE: 15 bins; consistency, gain, loss against full depth)")
+        for name in ("method", "sweep", "MFLOPs", *QUALITY_HEADS.values()):
+            table.add_column(name, justify="left" if name in ("method", "sweep") else "right")
+        for p in rows:
+            table.add_row(p.label, f"{p.sweep_param}={p.sweep_value:g}", _fmt(p.mflops, 1),
+                          *(_q_cell(p, q) for q in QUALITY_HEADS))
+        err_console.print(table)
+    if run_quality:
+        table = Table(title="Per run: each exit's accuracy on its own, overthinking (an earlier "
+                            "exit right, the last wrong) and its mirror (seed mean ± std)")
+        for name in ("task", "method", "exit accuracy % (layer: acc)", "overthinking %",
+                     "underthinking %"):
+            table.add_column(name, justify="left" if name != "overthinking %" else "right")
+        for m in run_quality:
+            acc = "  ".join(f"{k}: {a:.1f}" for k, (a, _) in zip(m.exit_layers, m.exit_accuracy,
+                                                                 strict=True))
+            table.add_row(m.task, m.label, acc, _pm(*m.overthinking, len(m.seeds)),
+                          _pm(*m.underthinking, len(m.seeds)))
+        err_console.print(table)
+    table = Table(title="Main metric at fixed FLOPs budgets (% of the full model's FLOPs; best "
+                        "point within the budget, seed mean ± std)")
+    table.add_column("task")
+    table.add_column("method")
+    for pct in percents:
+        table.add_column(f"{pct:g}%", justify="right")
+    cells: dict[tuple[str, str], dict[float, str]] = {}
+    for b in budget_rows:
+        cells.setdefault((b.task, b.label), {})[b.percent] = (
+            "-" if b.main is None else _pm(b.main, b.main_std, b.seeds))
+    for (task, label), by_pct in cells.items():
+        table.add_row(task, label, *(by_pct.get(float(pct), "-") for pct in percents))
+    err_console.print(table)
+    table = Table(title="ELUE parameter buckets")
+    for name in ("method", "parameters (M)", "bucket"):
+        table.add_column(name)
+    for label, (n, bucket) in buckets.items():
+        table.add_row(label, f"{n / 1e6:.1f}", bucket)
+    err_console.print(table)
+
+
+def _quality_dict(report, run_quality) -> dict:
+    points = [{"task": p.task, "method": p.label, "sweep_param": p.sweep_param,
+               "sweep_value": p.sweep_value, "mflops": p.mflops, "pareto": on,
+               **{q: p.quality[q][0] if q in p.quality else None for q in QUALITY_HEADS},
+               **{f"{q}_std": p.quality[q][1] if q in p.quality else None
+                  for q in QUALITY_HEADS}}
+              for t in report.tasks.values() for p, on in zip(t.points, t.on_front, strict=True)]
+    runs = [{"task": m.task, "method": m.label, "seeds": list(m.seeds),
+             "exit_layers": m.exit_layers,
+             "exit_accuracy": [a for a, _ in m.exit_accuracy],
+             "exit_accuracy_std": [s for _, s in m.exit_accuracy],
+             "overthinking": m.overthinking[0], "overthinking_std": m.overthinking[1],
+             "underthinking": m.underthinking[0], "underthinking_std": m.underthinking[1]}
+            for m in run_quality]
+    return {"ece_bins": 15, "points": points, "runs": runs}
 
 
 def _elue_cell(value: float | None, per_seed: dict[int, float]) -> str:

@@ -97,6 +97,41 @@ def pareto_figure(report: TaskReport, styles: Mapping[str, MethodStyle],
     return fig
 
 
+QUALITY_AXES = {"ece": "expected calibration error (%, 15 bins)",
+                "consistency": "consistency with full depth (% of samples)"}
+QUALITY_TITLES = {"ece": "calibration (ECE) vs FLOPs", "consistency": "consistency vs FLOPs"}
+
+
+def quality_figure(report: TaskReport, quantity: str, styles: Mapping[str, MethodStyle],
+                   log_flops: bool = False) -> Figure:
+    """One quality quantity of the exited predictions (`ece` or `consistency`, seed mean ± std
+    as error bars) against MFLOPs, a line per method; points without it are left out."""
+    fig, ax = new_figure()
+    seeds = 1
+    for label in sorted({p.label for p in report.points}):
+        pts = sorted((p for p in report.points if p.label == label and quantity in p.quality),
+                     key=lambda p: (p.flops, p.sweep_value))
+        if not pts:
+            continue
+        style = styles[label]
+        px = [p.mflops for p in pts]
+        py = [p.quality[quantity][0] for p in pts]
+        (line,) = ax.plot(px, py, marker=style.marker, color=style.color, linewidth=1.2,
+                          markersize=5, label=label, zorder=3)
+        line.set_gid(GID_METHOD + label)
+        seeds = max(seeds, max(p.quality[quantity][2] for p in pts))
+        if any(p.quality[quantity][2] > 1 for p in pts):
+            ax.errorbar(px, py, yerr=[p.quality[quantity][1] for p in pts], fmt="none",
+                        ecolor=style.color, elinewidth=0.8, capsize=2, alpha=0.8, zorder=2)
+    if log_flops:
+        ax.set_xscale("log")
+    ax.set_xlabel(flops_label(report.flops_convention, log_flops))
+    ax.set_ylabel(QUALITY_AXES[quantity])
+    ax.set_title(f"{task_title(report.task)} ({report.split}): {QUALITY_TITLES[quantity]}")
+    _legend(ax, seeds > 1)
+    return fig
+
+
 def histogram_figure(points: Sequence[OperatingPoint], label: str, seed: int) -> Figure:
     """A heatmap of where the samples of one run exit: a row per operating point (sweep value),
     a column per layer, the colour the share of samples and the count written in the cell."""

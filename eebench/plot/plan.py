@@ -9,6 +9,9 @@ File names (the extension is the format):
 
     <task>-pareto          main metric vs MFLOPs, all methods, Pareto front, reference curve
     <task>-speedup         speed-up vs metric drop from the full model, all methods
+    <task>-calibration     expected calibration error of the exited predictions vs MFLOPs
+    <task>-consistency     agreement of the exited predictions with full depth vs MFLOPs
+                           (these two for classification tasks whose runs store exit logits)
     <task>-<method>-exits  metric of each exit on all samples (seeds averaged)
     <task>-<method>-s<seed>-exit-histogram   where samples exit, per operating point of a run
 """
@@ -27,7 +30,13 @@ from matplotlib.figure import Figure
 from eebench.errors import DataError, EebenchError, UsageError, os_error
 from eebench.io import atomic_files
 from eebench.plot.data import ExitCurve, exit_curve, speedup_points
-from eebench.plot.figures import exits_figure, histogram_figure, pareto_figure, speedup_figure
+from eebench.plot.figures import (
+    exits_figure,
+    histogram_figure,
+    pareto_figure,
+    quality_figure,
+    speedup_figure,
+)
 from eebench.plot.style import method_styles, metric_short, slug, task_title
 from eebench.score import (
     ReferenceCurves,
@@ -48,7 +57,7 @@ _METADATA = {"png": None, "svg": {"Date": None}, "pdf": {"CreationDate": None}}
 @dataclass(frozen=True)
 class PlannedFigure:
     name: str  # file name without the extension, e.g. "rte-pareto"
-    kind: str  # "pareto", "speedup", "exits" or "exit-histogram"
+    kind: str  # "pareto", "speedup", "calibration", "consistency", "exits", "exit-histogram"
     task: str
     caption: str  # one line, for index.md
     build: Callable[[], Figure]
@@ -75,6 +84,9 @@ def plan_figures(runs: Sequence[Run], reference: ReferenceCurves | None = None,
     method its exits and per run its exit histogram."""
     if not runs:
         raise DataError("no runs to plot")
+    from eebench.score.quality import fill_quality
+
+    fill_quality(runs)  # calibration and consistency, from the arrays of runs that lack them
     raw = raw_points(runs)
     check_consistent(raw)
     report = score(aggregate_seeds(raw), reference)
@@ -95,6 +107,16 @@ def plan_figures(runs: Sequence[Run], reference: ReferenceCurves | None = None,
             f"{title}: speed-up (L / average exit layer) vs {metric} drop from each method's "
             "full model (its deepest exit on every sample)",
             partial(_speedup, tr, styles, curves)))
+        for kind, quantity, what in (
+                ("calibration", "ece", "expected calibration error (15 equal-width bins of max "
+                 "softmax probability, weighted by bin size)"),
+                ("consistency", "consistency", "consistency (share of samples whose exited "
+                 "prediction equals the method's full-depth prediction)")):
+            if any(quantity in p.quality for p in tr.points):
+                planned.append(PlannedFigure(
+                    f"{slug(task)}-{kind}", kind, task,
+                    f"{title} ({tr.split}): {what} vs MFLOPs per sample, seed mean ± std",
+                    partial(quality_figure, tr, quantity, styles, log_flops)))
         task_runs = {str(rp.run.path): (rp.label, rp.run) for rp in raw if rp.point.task == task}
         for label in labels:
             members = [run for lab, run in task_runs.values() if lab == label]

@@ -29,7 +29,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Annotated, Any, TypeVar
 
-from pydantic import BaseModel, ConfigDict, Field, ValidationError, model_validator
+from pydantic import BaseModel, ConfigDict, Field, model_serializer, model_validator
 
 from eebench.errors import DataError
 from eebench.io import (
@@ -39,6 +39,7 @@ from eebench.io import (
     read_model,
     read_text,
     sha256_file,
+    validated,
 )
 from eebench.methods.base import JOINT
 from eebench.run.config import TimingConfig
@@ -111,6 +112,15 @@ class OperatingPoint(_Data):
     timings: list[Timing] = Field(default_factory=list)
     disagreements: int | None = None  # samples where real dynamic inference decided otherwise
     disagreements_near_threshold: int | None = None
+    # Quality of the exited predictions (eebench.measure.quality; classification, labelled splits):
+    # percent, NLL in nats. None: not computed when the run was made (`eebench score` computes
+    # them from predictions.safetensors), or not defined (regression); consistency, exit_gain and
+    # exit_loss are left to `eebench score` for methods that train one model per depth.
+    ece: float | None = Field(default=None, ge=0, le=100)
+    nll: float | None = Field(default=None, ge=0)
+    consistency: float | None = Field(default=None, ge=0, le=100)
+    exit_gain: float | None = Field(default=None, ge=0, le=100)
+    exit_loss: float | None = Field(default=None, ge=0, le=100)
 
     @model_validator(mode="after")
     def _consistent(self) -> OperatingPoint:
@@ -143,7 +153,10 @@ class RunConfig(_Data):
     pooling: str = "cls"
     method: str
     method_settings: dict[str, Any] = Field(default_factory=dict)
-    task: str
+    task: str  # the task evaluated (its split, metrics and ids)
+    # Domain shift (`eebench run --eval-task`): the task the model was trained on, when it is not
+    # `task`. Left out of config.json (and so of the hash) while None: no earlier run is renamed.
+    train_task: str | None = None
     split: str
     seed: int
     sweep: list[float]
@@ -159,6 +172,18 @@ class RunConfig(_Data):
     def key(self) -> str:
         """Hash of everything that determines the results: names the run directory."""
         return config_hash(self.model_dump(mode="json"))
+
+    @property
+    def trained_on(self) -> str:
+        """The task whose training split the model learnt from."""
+        return self.train_task or self.task
+
+    @model_serializer(mode="wrap")
+    def _unset_train_task_left_out(self, handler: Any) -> dict[str, Any]:
+        data = handler(self)
+        if self.train_task is None:
+            data.pop("train_task", None)
+        return data
 
 
 class VariantRecord(_Data):
@@ -286,10 +311,10 @@ def read_run(run_dir: Path) -> RunFiles:
     summary_path = run_dir / SUMMARY_FILE
     summary = read_json(summary_path) if summary_path.exists() else None
     points, summary = upgrade(config, [data for _, data in lines], summary)
-    parsed = [_validated(OperatingPoint, data, f"{run_dir / POINTS_FILE}:{n}")
+    parsed = [validated(OperatingPoint, data, f"{run_dir / POINTS_FILE}:{n}")
               for (n, _), data in zip(lines, points, strict=True)]
     return RunFiles(run_dir, config, parsed,
-                    None if summary is None else _validated(RunSummary, summary, summary_path))
+                    None if summary is None else validated(RunSummary, summary, summary_path))
 
 
 def _read_lines(path: Path) -> list[tuple[int, dict]]:
@@ -305,15 +330,6 @@ def _read_lines(path: Path) -> list[tuple[int, dict]]:
             raise DataError(f"{path}:{n}: not a JSON object")
         out.append((n, data))
     return out
-
-
-def _validated(model: type[M], data: Any, where: Any) -> M:
-    try:
-        return model.model_validate(data)
-    except ValidationError as e:
-        err = e.errors()[0]
-        field = ".".join(str(x) for x in err["loc"]) or "(top level)"
-        raise DataError(f"{where}: not a valid {model.__name__}: {field}: {err['msg']}") from None
 
 
 def upgrade(config: RunConfig, points: list[dict], summary: dict | None

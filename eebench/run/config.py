@@ -10,6 +10,8 @@ A file can hold defaults for a single `eebench run` and, optionally, the grid of
     split = "dev"
     max_seq_length = 128
 
+    eval_task = "elue-imdb" # optional: evaluate on another task with the same labels
+
     [train]                 # any eebench.train.config.TrainConfig field
     epochs = 2
     max_train_samples = 2000
@@ -81,6 +83,9 @@ class BenchConfig(BaseModel):
     pooling: Literal["cls", "mean"] | None = None  # None: the way the backbone was pretrained
     methods: list[str] = Field(default_factory=list)
     tasks: list[str] = Field(default_factory=list)
+    # Domain shift: evaluate the models trained on each of `tasks` on this task's split instead
+    # (same labels, same kind of input); None: each task's own split.
+    eval_task: str | None = None
     seeds: list[Seed] = Field(default_factory=lambda: [42])
     split: str = "dev"
     data_dir: str | None = None

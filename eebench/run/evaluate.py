@@ -11,7 +11,8 @@ from typing import Any
 
 import numpy as np
 
-from eebench.methods.base import Variant
+from eebench.measure.quality import exited_logits, point_quality
+from eebench.methods.base import JOINT, Variant
 from eebench.models.outputs import collect_exit_logits
 from eebench.rules.base import ExitRule, FixedRule
 from eebench.rules.engine import Decisions, compare, dynamic_batch, dynamic_inference, simulate
@@ -60,6 +61,10 @@ def evaluate_variant(cfg: R.RunConfig, variant: Variant, spec: TaskSpec, ckpt_di
     # run directories that are committed; regression scores stay float32.
     ids_dtype = np.float32 if spec.is_regression else np.int16
     exit_layer_of = np.asarray(model.exit_layers)
+    logits_np = out.logits.numpy()
+    # The full-depth prediction of a joint model is its last exit's; a method that trains one model
+    # per depth has it in another variant, so `eebench score` fills those fields in.
+    full_pred = logits_np[-1].argmax(-1) if variant.name == JOINT else None
     for value in values:
         rule = method.exit_rule(value, spec.is_regression)
         dec = simulate(rule, out.logits, spec.is_regression)
@@ -84,6 +89,7 @@ def evaluate_variant(cfg: R.RunConfig, variant: Variant, spec: TaskSpec, ckpt_di
             params_mean_used=float(params.mean_used(dec.exit_index)),
             timings=(timings if timed else []) + baseline, disagreements=agreement.disagreements,
             disagreements_near_threshold=agreement.near_threshold,
+            **_quality(logits_np, dec, full_pred, out.labels, spec.is_regression),
         ))
         exit_layers.append(layers.astype(np.int16))
         preds.append(dec.prediction.astype(ids_dtype))
@@ -96,7 +102,22 @@ def evaluate_variant(cfg: R.RunConfig, variant: Variant, spec: TaskSpec, ckpt_di
     # one row per point; the caller concatenates variants along the point axis
     structure = {"exit_layers": list(model.exit_layers),
                  "hidden_size": int(model.config.hidden_size), "pooling": model.pooling}
-    return Measured(points, arrays, out.logits.numpy(), structure)
+    return Measured(points, arrays, logits_np, structure)
+
+
+def _quality(logits: np.ndarray, dec: Decisions, full_pred: np.ndarray | None, labels,
+             regression: bool) -> dict[str, float | None]:
+    """A point's quality fields (eebench.measure.quality): none for regression or without labels;
+    without the full-depth prediction, calibration only."""
+    if regression or labels is None:
+        return {}
+    pred = np.asarray(dec.prediction)
+    q = point_quality(exited_logits(logits, np.asarray(dec.exit_index)), pred,
+                      pred if full_pred is None else full_pred, np.asarray(labels))
+    fields = {"ece": q.ece, "nll": q.nll}
+    if full_pred is not None:
+        fields.update(consistency=q.consistency, exit_gain=q.exit_gain, exit_loss=q.exit_loss)
+    return fields
 
 
 def _timing_subset(n: int, k: int, seed: int) -> np.ndarray:

@@ -98,15 +98,19 @@ def _execute(cfg: R.RunConfig, opts: RunOptions, run_dir: Path) -> None:
     started = time.perf_counter()
     from eebench.measure.env import environment
 
-    spec = get_task(cfg.task)
+    spec = get_task(cfg.task)  # evaluated
+    trained = get_task(cfg.trained_on)  # the same task, or another one's (--eval-task)
     write_json(run_dir / R.CONFIG_FILE, cfg)
     write_json(run_dir / R.ENV_FILE, environment())
 
     from eebench.tasks.loaders import load_split
 
-    train_ex = load_split(spec, "train", opts.data_dir)
-    dev_ex = load_split(spec, "dev", opts.data_dir)
-    eval_ex = dev_ex if cfg.split == "dev" else load_split(spec, cfg.split, opts.data_dir)
+    train_ex = load_split(trained, "train", opts.data_dir)
+    dev_ex = load_split(trained, "dev", opts.data_dir)  # training's own dev set
+    if trained.name != spec.name:
+        eval_ex = load_split(spec, cfg.split, opts.data_dir)
+    else:
+        eval_ex = dev_ex if cfg.split == "dev" else load_split(spec, cfg.split, opts.data_dir)
     if cfg.split == "test":  # withheld: predictions only, even from a file with labels (IMDb's)
         eval_ex = replace(eval_ex, labels=None)
     if cfg.max_eval_samples is not None and cfg.max_eval_samples < len(eval_ex):
@@ -123,7 +127,7 @@ def _execute(cfg: R.RunConfig, opts: RunOptions, run_dir: Path) -> None:
     extra: dict[str, np.ndarray] = {}
     records = []
     for variant in variants:
-        ckpt_dir = _train(cfg, variant.method, spec, train_ex, dev_ex, opts)
+        ckpt_dir = _train(cfg, variant.method, trained, train_ex, dev_ex, opts)
         measured = evaluate_variant(cfg, variant, spec, ckpt_dir, eval_ex, full_layers, opts)
         points += measured.points
         for k in arrays:

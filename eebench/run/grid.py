@@ -5,20 +5,23 @@ for hours of training to be found.
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 
 from eebench.errors import UsageError
 from eebench.methods.base import get_method
 from eebench.run.artifacts import RunConfig
 from eebench.run.config import BenchConfig
 from eebench.tasks.loaders import resolve_split
-from eebench.tasks.spec import get_task
+from eebench.tasks.spec import TaskSpec, get_task
 
 
 @dataclass(frozen=True)
 class Grid:
     runs: list[RunConfig]
     skipped: list[tuple[str, str]]  # (method, task) pairs left out: the method cannot do the task
+    # With an eval task (domain shift): run i's in-domain twin, the same training evaluated on
+    # its own task (it shares the checkpoint), whose numbers the shifted ones are shown next to
+    in_domain: list[RunConfig] = field(default_factory=list)
 
 
 def expand(config: BenchConfig, skip_unrunnable: bool = True) -> Grid:
@@ -32,7 +35,31 @@ def expand(config: BenchConfig, skip_unrunnable: bool = True) -> Grid:
                     if get_method(m).supports_regression or not get_task(t).is_regression]
         skipped = sorted({(m, t) for m, t, _ in jobs} - {(m, t) for m, t, _ in runnable})
         jobs = runnable
-    return Grid([run_config_for(config, m, t, s) for m, t, s in jobs], skipped)
+    runs = [run_config_for(config, m, t, s) for m, t, s in jobs]
+    if config.eval_task is None:
+        return Grid(runs, skipped)
+    own = config.model_copy(update={"eval_task": None})
+    return Grid(runs, skipped, [run_config_for(own, r.method, r.trained_on, r.seed) for r in runs])
+
+
+def check_shift(trained: TaskSpec, evaluated: TaskSpec) -> None:
+    """A model trained on one task is evaluated on another only where its outputs mean the same
+    there: the same labels in the same order (or both regression) and the same kind of input
+    (one text or a pair). Refused in one line, before any work."""
+    kind = {True: "sentence pairs", False: "single sentences"}
+
+    def labels(spec: TaskSpec) -> str:
+        return "a regression score" if spec.labels is None else f"labels {', '.join(spec.labels)}"
+
+    if trained.labels != evaluated.labels:
+        raise UsageError(
+            f"--eval-task {evaluated.name}: it has {labels(evaluated)}, {trained.name} has "
+            f"{labels(trained)}", hint="a model can only be evaluated on a task with the same "
+            "label set")
+    if trained.is_pair != evaluated.is_pair:
+        raise UsageError(
+            f"--eval-task {evaluated.name}: it has {kind[evaluated.is_pair]}, {trained.name} "
+            f"has {kind[trained.is_pair]}", hint="evaluate on a task with the same kind of input")
 
 
 def run_config_for(config: BenchConfig, method: str, task: str, seed: int) -> RunConfig:
@@ -45,9 +72,12 @@ def run_config_for(config: BenchConfig, method: str, task: str, seed: int) -> Ru
 
     pooling = resolve_pooling(config.model, config.pooling)
     spec = get_task(task)
+    evaluated = spec if config.eval_task is None else get_task(config.eval_task)
+    if evaluated.name != spec.name:
+        check_shift(spec, evaluated)
     m = get_method(method, **config.methods_settings.get(method, {}))
     m.check_task(spec)
-    split = resolve_split(spec, config.split)  # the loaders' names and aliases
+    split = resolve_split(evaluated, config.split)  # the loaders' names and aliases
     if split == "train":
         raise UsageError("--split train: runs are evaluated on dev or test",
                          hint="the training split is what the model learns from")
@@ -62,11 +92,14 @@ def run_config_for(config: BenchConfig, method: str, task: str, seed: int) -> Ru
     if config.flops_convention not in CONVENTIONS:
         raise UsageError(f"unknown FLOPs convention {config.flops_convention!r}",
                          hint=f"choose from: {', '.join(CONVENTIONS)}")
-    budget = config.for_task(spec.name)
+    # Trained with the trained task's budget (above: the in-domain run's checkpoint), evaluated
+    # with the evaluated task's length and sample budget, as that task's own runs are.
+    budget = config.for_task(evaluated.name)
+    shifted = evaluated.name != spec.name
     return RunConfig(
         model=config.model, pooling=pooling, method=m.name, method_settings=m.settings,
-        task=spec.name, split=split, seed=seed, sweep=[float(v) for v in sweep],
-        train=train, max_seq_length=budget.max_seq_length,
+        task=evaluated.name, train_task=spec.name if shifted else None, split=split, seed=seed,
+        sweep=[float(v) for v in sweep], train=train, max_seq_length=budget.max_seq_length,
         max_eval_samples=budget.max_eval_samples, flops_convention=config.flops_convention,
         timing=config.timing,
     )

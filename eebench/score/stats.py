@@ -14,7 +14,7 @@
 from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import TYPE_CHECKING
 
 import numpy as np
@@ -22,6 +22,7 @@ import numpy as np
 from eebench.errors import DataError, EebenchError, UsageError
 from eebench.score.collect import RawPoint
 from eebench.score.elue import overall
+from eebench.score.table import QUALITY
 
 if TYPE_CHECKING:
     import pandas as pd
@@ -46,6 +47,9 @@ class Point:
     main_std: float
     seeds: tuple[int, ...]
     sources: tuple[RawPoint, ...]  # one per seed, in seed order (none for a submission)
+    # The quality of its exited predictions (eebench.score.table.QUALITY): name -> (mean, sample
+    # std, seeds that have it), over the seeds that have it; absent where no seed has it
+    quality: Mapping[str, tuple[float, float, int]] = field(default_factory=dict)
 
     @property
     def mflops(self) -> float:
@@ -65,6 +69,10 @@ def _mean(values: Sequence[float] | np.ndarray) -> float:
 
 
 SEED_KEYS = ["label", "task", "sweep_param", "sweep_value"]
+
+
+def _present(values: pd.Series) -> list[float]:
+    return [float(v) for v in values if v is not None and np.isfinite(v)]
 
 
 def seed_points(frame: pd.DataFrame, sources: Sequence[RawPoint] | None = None) -> list[Point]:
@@ -87,6 +95,7 @@ def seed_points(frame: pd.DataFrame, sources: Sequence[RawPoint] | None = None) 
         flops_convention=("flops_convention", "first"), main_metric=("main_metric", "first"),
         flops=("mean_flops", _mean), flops_std=("mean_flops", sample_std),
         main=("main", _mean), main_std=("main", sample_std),
+        **{q: (q, _present) for q in QUALITY},
     ).sort_values("first", kind="stable")  # groups in the order they first appear
     out = []
     for g in table.itertuples():
@@ -108,6 +117,8 @@ def seed_points(frame: pd.DataFrame, sources: Sequence[RawPoint] | None = None) 
             num_layers=int(g.num_layers), flops=g.flops, flops_std=g.flops_std, main=g.main,
             main_std=g.main_std, seeds=tuple(int(s) for s in g.seeds),
             sources=() if sources is None else tuple(sources[j] for j in g.members),
+            quality={q: (_mean(v), sample_std(v), len(v)) for q in QUALITY
+                     if (v := getattr(g, q))},
         ))
     out.sort(key=lambda p: (p.task, p.label, p.flops, p.sweep_value))
     return out

@@ -35,6 +35,12 @@ Columns, in this order (metrics in percent, FLOPs per sample):
                        names its directory)
 - row                  the point's line in the run's points.jsonl (0-based), which is its row in
                        the [P, N] prediction arrays
+- ece, nll, consistency, exit_gain, exit_loss   the quality of the exited predictions
+                       (eebench.measure.quality, docs/scoring.md): ECE, consistency with the
+                       full-depth prediction and the shares exiting got right / wrong against it
+                       in percent, NLL in nats; empty for regression and where not computed
+                       (`eebench score` computes them from the arrays of runs that lack them:
+                       eebench.score.quality.fill_quality)
 
 pandas is imported inside the functions: `eebench --help` and the listings never load it.
 """
@@ -53,13 +59,16 @@ METRIC_PREFIX = "metric."
 HEAD = ("model", "pooling", "method", "label", "task", "split", "seed", "sweep_param",
         "sweep_value", "n_samples", "num_layers", "flops_convention", "main_metric", "main")
 TAIL = ("mean_flops", "mflops", "avg_exit_layer", "speedup", "params_total", "params_mean_used",
-        "latency_bs1_ms", "latency_bs32_ms", "disagreements", "run", "row")
+        "latency_bs1_ms", "latency_bs32_ms", "disagreements", "run", "row", "ece", "nll",
+        "consistency", "exit_gain", "exit_loss")
+QUALITY = ("ece", "nll", "consistency", "exit_gain", "exit_loss")
 TIMED_BATCH_SIZES = {"latency_bs1_ms": 1, "latency_bs32_ms": 32}
 DTYPES = {"seed": "int64", "sweep_value": "float64", "n_samples": "int64",
           "num_layers": "int64", "main": "float64", "mean_flops": "float64",
           "avg_exit_layer": "float64", "speedup": "float64", "params_total": "int64",
           "params_mean_used": "float64", "latency_bs1_ms": "float64",
-          "latency_bs32_ms": "float64", "disagreements": "Int64", "row": "int64"}
+          "latency_bs32_ms": "float64", "disagreements": "Int64", "row": "int64",
+          **dict.fromkeys(QUALITY, "float64")}
 
 
 def results_frame(records: Iterable[Mapping[str, Any]]) -> pd.DataFrame:
@@ -83,6 +92,7 @@ def _point_columns(p) -> dict[str, Any]:
         "mean_flops": p.mean_flops, "avg_exit_layer": p.avg_exit_layer,
         "params_total": p.params_total, "params_mean_used": p.params_mean_used,
         **{column: _p50(p.timings, bs) for column, bs in TIMED_BATCH_SIZES.items()},
+        **{q: getattr(p, q, None) for q in QUALITY},
     }
 
 

@@ -222,6 +222,9 @@ def _build(inputs: Sequence[str | Path], data_dir: Path | None, reference: Path 
     from eebench import score as sc
 
     runs = sc.load_runs(inputs)
+    from eebench.score.quality import fill_quality
+
+    fill_quality(runs)  # the quality fields of runs written without them, from their arrays
     model = _one(runs, "models", lambda r: r.config.model)
     method = _one(runs, "methods", lambda r: r.config.method)
     _one(runs, "method settings", lambda r: json.dumps(r.config.method_settings, sort_keys=True))

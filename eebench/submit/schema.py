@@ -60,6 +60,7 @@ Name = Annotated[str, Field(min_length=1, max_length=200)]
 Text = Annotated[str, Field(max_length=2000)]
 Key = Annotated[str, Field(min_length=1, max_length=100)]  # a dict key
 Percent = Annotated[float, Field(ge=-100, le=100, description="percent")]
+Share = Annotated[float, Field(ge=0, le=100)]  # a share of the samples, in percent
 Count = Annotated[int, Field(ge=0, le=MAX_SAMPLES)]
 Seed = Annotated[int, Field(ge=0, le=SEED_MAX)]
 Size = Annotated[int, Field(ge=1, le=MAX_LENGTH)]  # a model dimension
@@ -140,6 +141,18 @@ class OperatingPoint(_Strict):
     exit_histogram: list[Count] = Field(  # samples exiting at layer 1..num_layers
         min_length=1, max_length=MAX_LAYERS)
     timings: list[Timing] = Field(default_factory=list, max_length=MAX_TIMINGS)
+    # The quality of the exited predictions (docs/scoring.md): optional, absent in submissions
+    # made before they were measured and for regression tasks
+    ece: Share | None = Field(default=None, description="expected calibration error, percent "
+                              "(15 equal-width bins of max softmax probability, weighted by size)")
+    nll: Annotated[float, Field(ge=0, le=1000)] | None = Field(
+        default=None, description="negative log-likelihood of the exited predictions, nats")
+    consistency: Share | None = Field(default=None, description="percent of samples whose "
+                                      "exited prediction equals the full-depth prediction")
+    exit_gain: Share | None = Field(default=None, description="percent of samples the exited "
+                                    "prediction gets right where the full-depth one is wrong")
+    exit_loss: Share | None = Field(default=None, description="percent of samples the exited "
+                                    "prediction gets wrong where the full-depth one is right")
 
 
 class RunEntry(_Strict):

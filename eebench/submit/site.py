@@ -36,11 +36,12 @@ from matplotlib.figure import Figure
 
 from eebench.errors import DataError
 from eebench.io import atomic_write_text
+from eebench.measure.quality import PARAM_BUCKETS_M, param_bucket
 from eebench.submit.schema import Submission
 from eebench.submit.validate import References, Verdict, default_references_dir, validate_file
 
-PARAMS_FILTERS = (("≤40M", 40e6), ("≤55M", 55e6), ("≤70M", 70e6), ("≤110M", 110e6),
-                  ("all", math.inf))
+# ELUE's parameter buckets (eebench.measure.quality.PARAM_BUCKETS_M), and everything
+PARAMS_FILTERS = (*((f"≤{b}M", b * 1e6) for b in PARAM_BUCKETS_M), ("all", math.inf))
 LEGEND_CHARS = 40  # a longer submission name is cut in the figures' legends
 # Figures: submitted names are not parsed as $math$; ids from content hashes with a fixed salt, so
 # the same submissions give the same page; text drawn as glyph paths, as `eebench plot` does.
@@ -104,7 +105,8 @@ def _table(subs: list[tuple[Verdict, Submission]], tasks: list[str]) -> str:
     head = ['<th class="text" data-sort="text">Submission</th>',
             '<th class="text" data-sort="text">Model</th>',
             '<th class="text" data-sort="text">Method</th>',
-            '<th data-sort="num">Params</th>']
+            '<th data-sort="num">Params</th>',
+            '<th class="text" data-sort="text">Bucket</th>']
     head += [f'<th data-sort="num" data-task="{esc(t)}">{esc(t)}</th>' for t in tasks]
     head.append('<th data-sort="num" data-key="overall" aria-sort="descending">Overall</th>')
     rows = []
@@ -112,13 +114,19 @@ def _table(subs: list[tuple[Verdict, Submission]], tasks: list[str]) -> str:
         elue = s.elue.tasks if s.elue else {}
         cells = [_cell(s.name, s.name, "text"), _cell(s.model.name, s.model.name, "text"),
                  _cell(s.method.name, s.method.name, "text"),
-                 _cell(str(s.model.params), f"{s.model.params / 1e6:.1f}M")]
+                 _cell(str(s.model.params), f"{s.model.params / 1e6:.1f}M"),
+                 _cell(_bucket(s.model.params), _bucket(s.model.params), "text")]
         cells += [_cell(*_num(elue.get(t))) for t in tasks]
         cells.append(_cell(*_num(s.elue.overall if s.elue else None)))
         rows.append(f'<tr data-params="{s.model.params}" data-file="{esc(verdict.path.name)}">'
                     + "".join(cells) + "</tr>")
     return ('<table id="board"><thead><tr>' + "".join(head) + "</tr></thead><tbody>\n"
             + "\n".join(rows) + "\n</tbody></table>")
+
+
+def _bucket(params: int) -> str:
+    """ELUE's bucket of a model size, as the filters write it: '≤40M' ... '>110M'."""
+    return param_bucket(params).replace("<= ", "≤").replace("> ", ">")
 
 
 def _filters() -> str:
