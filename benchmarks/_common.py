@@ -71,3 +71,19 @@ def hardware() -> str:
 
 def median(xs) -> float:
     return statistics.median(xs)
+
+
+def write_block(path: Path, start: str, end: str, block: str, heading: str | None = None) -> None:
+    """Put `block` (which begins with `start` and ends with `end`) in place of the text between
+    the markers in the document `path`, atomically; a document without the markers gets the
+    block appended under `heading`, or the script stops with one line when there is none."""
+    from eebench.io import atomic_write_text
+
+    doc = path.read_text(encoding="utf-8")
+    head, sep, rest = doc.partition(start)
+    _, sep2, tail = rest.partition(end)
+    if not (sep and sep2):
+        if heading is None:
+            raise SystemExit(f"{path}: no {start} ... {end} block to replace")
+        head, tail = doc.rstrip("\n") + f"\n\n{heading}\n\n", "\n"
+    atomic_write_text(path, head + block + tail)

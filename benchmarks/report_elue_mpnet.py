@@ -21,7 +21,8 @@ import pandas as pd
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
 
-from eebench.io import atomic_write_text  # noqa: E402
+from _common import write_block  # noqa: E402
+
 from eebench.plot.style import task_title  # noqa: E402
 from eebench.run import artifacts as R  # noqa: E402
 from eebench.score import (  # noqa: E402
@@ -116,26 +117,16 @@ def wall_minutes(run: Run) -> float | None:
     return None if summary is None or summary.wall_seconds is None else summary.wall_seconds / 60
 
 
-def replace_between(path: Path, markers: tuple[str, str], text: str, heading: str) -> None:
-    doc = path.read_text(encoding="utf-8")
-    if markers[0] in doc:
-        start, end = doc.index(markers[0]), doc.index(markers[1]) + len(markers[1])
-        doc = doc[:start] + text + doc[end:]
-    else:
-        doc = doc.rstrip("\n") + f"\n\n{heading}\n\n{text}\n"
-    atomic_write_text(path, doc)
-
-
 def main() -> None:
     mpnet = finished(MPNET_RUNS)
     minilm = finished(MINILM_RUNS, {r.config.task for r in mpnet})
-    replace_between(RESULTS, MARKERS, section(mpnet, minilm),
-                    "## A 12-layer slice: MPNet-base against MiniLM-L6")
-    replace_between(BENCHMARKS, COST_MARKERS, cost_table(mpnet),
-                    "## The cost of a 12-layer benchmark on a CPU: MPNet-base runs\n\n"
-                    "Wall time of each run of `benchmarks/elue-mpnet.toml` (training, the "
-                    "one-pass sweep, FLOPs and timing included), one worker process with one "
-                    "thread on a 2-core machine, as its `summary.json` records it.")
+    write_block(RESULTS, *MARKERS, section(mpnet, minilm),
+                heading="## A 12-layer slice: MPNet-base against MiniLM-L6")
+    write_block(BENCHMARKS, *COST_MARKERS, cost_table(mpnet),
+                heading="## The cost of a 12-layer benchmark on a CPU: MPNet-base runs\n\n"
+                "Wall time of each run of `benchmarks/elue-mpnet.toml` (training, the one-pass "
+                "sweep, FLOPs and timing included), one worker process with one thread on a "
+                "2-core machine, as its `summary.json` records it.")
     print(f"wrote {RESULTS.relative_to(ROOT)} and {BENCHMARKS.relative_to(ROOT)} from "
           f"{len(mpnet)} MPNet-base runs")
 

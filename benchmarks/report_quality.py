@@ -17,6 +17,8 @@ import pandas as pd
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
 
+from _common import write_block  # noqa: E402
+
 from eebench.plot.style import task_title  # noqa: E402
 from eebench.score import aggregate_seeds, load_runs, raw_points  # noqa: E402
 from eebench.score.quality import (  # noqa: E402
@@ -150,12 +152,7 @@ def main() -> None:
     block = "\n".join(lines)
     print(block)
     if not args.no_write:
-        doc = DOC.read_text()
-        head, sep, rest = doc.partition(START)
-        _, sep2, tail = rest.partition(END)
-        if not (sep and sep2):
-            sys.exit(f"{DOC}: no {START} ... {END} block to replace")
-        DOC.write_text(head + block + tail)
+        write_block(DOC, START, END, block)
 
 
 if __name__ == "__main__":
