@@ -92,8 +92,11 @@ def section(mpnet: list[Run], minilm: list[Run]) -> str:
         static_curves(minilm, "MiniLM-L6"), on=["task", "k"], how="left")
     for task in tasks:
         table = curves[curves.task == task].drop(columns="task")
+        for col in [c for c in table.columns if c.endswith("MFLOPs")]:  # one decimal, and a dash
+            table[col] = table[col].map(lambda v: "–" if pd.isna(v) else f"{v:.1f}")
+        table = table.fillna("–")  # MiniLM has 6 layers, not 12
         lines += [f"**{task_title(task)}: the static curve (first k layers, dev)**", "",
-                  table.to_markdown(index=False, floatfmt=".1f", missingval="–"), ""]
+                  table.to_markdown(index=False, floatfmt=".1f"), ""]
     ours, theirs = elue_scores(mpnet), elue_scores(minilm)
     rows = [{"method": m, "task": task_title(t), "MPNet-base (own curve)": ours.get((m, t), "–"),
              "MiniLM-L6 (own curve)": theirs.get((m, t), "–")}
