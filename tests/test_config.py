@@ -176,7 +176,8 @@ RUN = ["run", "--method", "pabee", "--task", "rte"]
                                      "to 4294967295"),
     ([*TRAIN, "--stage", "off-ramps.lr=Infinity"], "training setting stage_overrides.off-ramps.lr"),
     ([*TRAIN, "--setting", "loss_weights=x"],
-     "method 'pabee': setting loss_weights: Input should be 'layer' or 'equal'"),
+     "method 'pabee': setting loss_weights: Input should be 'layer', 'equal' or "
+         "'descending'"),
     ([*RUN, "--lr", "inf"], "training setting lr: Input should be a finite number"),
     ([*RUN, "--lr", "nan"], "training setting lr: Input should be a finite number"),
     ([*RUN, "--seed", "-1"], "setting seeds: Input should be greater than or equal to 0"),
@@ -184,7 +185,8 @@ RUN = ["run", "--method", "pabee", "--task", "rte"]
     ([*RUN, "--sweep", "1,nan"], "setting sweeps.pabee: Input should be a finite number"),
     ([*RUN, "--time-samples", "0"], "setting timing.samples: Input should be greater"),
     ([*RUN, "--setting", "loss_weights=x"],
-     "method 'pabee': setting loss_weights: Input should be 'layer' or 'equal'"),
+     "method 'pabee': setting loss_weights: Input should be 'layer', 'equal' or "
+         "'descending'"),
     ([*RUN, "--split", "train"], "--split train: runs are evaluated on dev or test"),
     ([*RUN, "--split", "tets"], "task 'rte' has no split 'tets' (hint: did you mean 'test'?)"),
 ])

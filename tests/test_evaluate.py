@@ -43,15 +43,25 @@ def _confident(model, backbone_std: float | None = None):
     return model
 
 
-def _sweep(method, logits: torch.Tensor) -> list[float]:
+def _sweep(method, out) -> list[float]:
     """The method's own grid plus values placed among the observed exit quantities, so that
     every test sees a mix of early and late exits (random heads are not confident)."""
+    logits = out.logits
     values = list(method.default_sweep(logits.shape[0], False, logits.shape[-1]))
-    if method.sweep_param == "threshold":
-        p = logits.softmax(-1)
-        ent = -(p * p.clamp_min(1e-12).log()).sum(-1)
-        values += [float(q) for q in torch.quantile(ent.flatten(), torch.tensor([.2, .5, .8]))]
+    p = logits.softmax(-1)
+    quantity = {"entropy": -(p * p.clamp_min(1e-12).log()).sum(-1),
+                "maxprob": p.max(-1).values, "calibrated-maxprob": p.max(-1).values,
+                "learned": out.signals.get("exit_score")}.get(method.rule)
+    if quantity is not None:
+        q = torch.quantile(quantity.flatten().float(), torch.tensor([.2, .5, .8]))
+        values += [min(float(v), 1.0) for v in q]
     return values
+
+
+def _facts(model):
+    from eebench.rules.catalog import ModelFacts
+
+    return ModelFacts(False, model.num_labels, model.temperatures(), model.signal_names)
 
 
 @pytest.mark.parametrize("pooling", POOLINGS)
@@ -63,15 +73,15 @@ def test_simulation_equals_real_dynamic_inference_tiny(name, pooling, rte_dev):
     enc = _encoded(rte_dev)
     out = collect_exit_logits(model, eval_batches(enc, 8, sort_by_length=True))
     mixed = False
-    for value in _sweep(method, out.logits):
-        rule = method.exit_rule(value, False)
-        sim = simulate(rule, out.logits, False)
+    for value in _sweep(method, out):
+        rule = method.exit_rule(value, False, _facts(model))
+        sim = simulate(rule, out.logits, False, out.signals)
         mixed |= len(set(sim.exit_index.tolist())) > 1
         for bs in (1, 5):
             batches = (collate(enc, list(range(i, min(i + bs, len(enc)))))
                        for i in range(0, len(enc), bs))
-            real = dynamic_inference(model, method.exit_rule(value, False), batches, len(enc),
-                                     False)
+            real = dynamic_inference(model, method.exit_rule(value, False, _facts(model)),
+                                     batches, len(enc), False)
             agree = compare(sim, real)
             assert agree.unexplained == 0, (value, bs, agree)
     assert mixed, "the sweep never produced a mix of exit layers"
@@ -179,12 +189,12 @@ def test_simulation_equals_real_inference_on_minilm(name, pooling, data_dir):
     examples = load_split("sst2", "dev", data_dir).take(32, seed=1)
     enc = encode(examples, tiny.tokenizer(), 64)
     out = collect_exit_logits(model, eval_batches(enc, 16, sort_by_length=True))
-    for value in _sweep(method, out.logits):
-        sim = simulate(method.exit_rule(value, False), out.logits, False)
+    for value in _sweep(method, out):
+        rule = method.exit_rule(value, False, _facts(model))
+        sim = simulate(rule, out.logits, False, out.signals)
         for bs in (1, 8):
             batches = (collate(enc, list(range(i, min(i + bs, len(enc)))))
                        for i in range(0, len(enc), bs))
-            real = dynamic_inference(model, method.exit_rule(value, False), batches, len(enc),
-                                     False)
+            real = dynamic_inference(model, rule, batches, len(enc), False)
             assert compare(sim, real).unexplained == 0
     np.testing.assert_array_equal(out.lengths, enc.lengths)

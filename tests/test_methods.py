@@ -23,13 +23,14 @@ from tests.tiny import tiny_model
 ALL_METHODS = METHODS.names()
 
 
-def replay(rule: ExitRule, logits: torch.Tensor) -> list[int]:
-    """Exit index of each sample over stored logits [E, N, C]; the last exit always exits."""
+def replay(rule: ExitRule, logits: torch.Tensor, signals: dict | None = None) -> list[int]:
+    """Exit index of each sample over stored logits [E, N, C] (and signals [E, N] by name); the
+    last exit always exits."""
     num_exits, n = logits.shape[:2]
     state, out = rule.start(n), [num_exits - 1] * n
     decided = torch.zeros(n, dtype=torch.bool)
     for j in range(num_exits - 1):
-        step = rule.step(state, j, logits[j])
+        step = rule.step(state, j, logits[j], {k: v[j] for k, v in (signals or {}).items()})
         state = step.state
         for i in torch.nonzero(step.exit & ~decided).flatten().tolist():
             out[i] = j
@@ -37,12 +38,13 @@ def replay(rule: ExitRule, logits: torch.Tensor) -> list[int]:
     return out
 
 
-def shrinking(rule: ExitRule, logits: torch.Tensor) -> list[int]:
+def shrinking(rule: ExitRule, logits: torch.Tensor, signals: dict | None = None) -> list[int]:
     """The same decisions the way real inference makes them: exited rows leave the batch."""
     n = logits.shape[1]
     alive, state, out = torch.arange(n), rule.start(n), [logits.shape[0] - 1] * n
     for j in range(logits.shape[0] - 1):
-        step = rule.step(state, j, logits[j, alive])
+        step = rule.step(state, j, logits[j, alive],
+                         {k: v[j, alive] for k, v in (signals or {}).items()})
         for i in alive[step.exit].tolist():
             out[i] = j
         keep = ~step.exit
@@ -255,9 +257,18 @@ def test_rules_decide_the_same_on_full_and_shrinking_batches(name, regression, v
         logits = torch.randint(0, 4, (4, 64, 1), generator=g).float() * 0.08
     else:  # few classes and small logits: repeated predictions and a spread of entropies
         logits = torch.randint(-2, 3, (4, 64, 3), generator=g).float() * 0.7
-    rule = get_method(name).exit_rule(value, regression)
-    full = replay(rule, logits)
-    assert full == shrinking(rule, logits)
+    signals = {"exit_score": torch.rand(4, 64, generator=g)}  # what a learned-exit head gives
+    rule = get_method(name).exit_rule(value, regression, _facts(regression, 3))
+    full = replay(rule, logits, signals)
+    assert full == shrinking(rule, logits, signals)
+
+
+def _facts(regression: bool, num_labels: int):
+    """A model that gives every rule what it needs (temperatures, an exit score)."""
+    from eebench.rules.catalog import ModelFacts
+
+    return ModelFacts(regression, num_labels, temperatures=[0.5, 1.0, 2.0, 1.0],
+                      signals=("exit_score",))
 
 
 @pytest.mark.parametrize("name", ["deebert", "pabee"])
@@ -304,8 +315,8 @@ def test_settings_are_checked():
     assert get_method("pabee", regression_threshold=0).config.regression_threshold == 0.0
     with pytest.raises(UsageError) as e:
         get_method("pabee", loss_weights="linear")
-    assert str(e.value) == ("method 'pabee': setting loss_weights: Input should be 'layer' or "
-                            "'equal'")
+    assert str(e.value) == ("method 'pabee': setting loss_weights: Input should be 'layer', "
+                            "'equal' or 'descending'")
     with pytest.raises(UsageError, match="setting shared_pooler: Input should be a valid bool"):
         get_method("pabee", shared_pooler="no")
     for bad in ("two", "2", 0, 2.0, True):

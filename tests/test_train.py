@@ -413,8 +413,8 @@ def test_a_diverging_run_stops_with_one_line_and_leaves_no_finished_checkpoint(
 
     real, steps = PABEE.loss, []
 
-    def poisoned(self, exit_logits, labels, stage, is_regression):
-        loss = real(self, exit_logits, labels, stage, is_regression)
+    def poisoned(self, exit_logits, labels, stage, is_regression, step=0):
+        loss = real(self, exit_logits, labels, stage, is_regression, step)
         steps.append(1)
         if len(steps) < 2:
             return loss

@@ -34,6 +34,38 @@ def methods(as_json: bool = JsonOption) -> None:
     err_console.print("[dim]details and default sweeps: docs/methods.md")
 
 
+@app.command("rules", rich_help_panel=PANEL)
+def rules(as_json: bool = JsonOption) -> None:
+    """List the exit rules: what each reads, what it needs of a model, its sweep parameter. Any
+    rule sweeps on any trained model that gives what it needs: eebench run --rule."""
+    from eebench.methods.base import METHODS, get_method
+    from eebench.rules.catalog import NEEDS, RULES, get_rule
+
+    methods = [get_method(name) for name in METHODS.names()]
+    rows = []
+    for name in RULES.names():
+        row = get_rule(name).describe()
+        row["default_for"] = [m.name for m in methods if m.rule == row["name"]]
+        row["needs_described"] = {n: NEEDS.get(n, n) for n in row["needs"]}
+        rows.append(row)
+    if as_json:
+        print_json(rows)
+        return
+
+    from rich.table import Table
+
+    table = Table(title=f"{len(rows)} exit rules", title_justify="left")
+    for col in ("rule", "sweep", "needs", "default for", "what it does"):
+        table.add_column(col, overflow="fold")
+    for r in rows:
+        table.add_row(r["name"], r["sweep_param"], ", ".join(r["needs"]) or "—",
+                      ", ".join(r["default_for"]) or "—", r["description"])
+    err_console.print(table)
+    err_console.print("[dim]needs: " + "; ".join(f"{k} = {v}" for k, v in NEEDS.items()))
+    err_console.print("[dim]sweep one on a method's model: eebench run --method pabee "
+                      "--rule entropy ...; docs/methods.md")
+
+
 @app.command("backbones", rich_help_panel=PANEL)
 def backbones(
     as_json: bool = JsonOption,

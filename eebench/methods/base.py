@@ -1,7 +1,9 @@
-"""What an early-exit method is: exit heads, a loss over exits, training stages and an exit rule.
+"""What an early-exit method is: a training scheme (exit heads, a loss over exits, training
+stages) and the exit rule it is known by.
 
 The evaluator and the trainer never branch on a method's name: they only call this interface.
-A method's exit rule follows the stepwise, batched contract of eebench.rules.base.
+The rule is named (eebench.rules.catalog); `eebench run --rule` sweeps other rules on the same
+trained model, where its heads give what they need (`provides`).
 """
 
 from __future__ import annotations
@@ -18,8 +20,9 @@ if TYPE_CHECKING:  # torch stays out of `eebench --help`
     import torch
     from torch import nn
 
-    from eebench.models.multi_exit import ExitHeads
+    from eebench.models.multi_exit import ExitHeads, Route
     from eebench.rules.base import ExitRule
+    from eebench.rules.catalog import ModelFacts, RuleKind
 
 
 @dataclass(frozen=True)
@@ -78,6 +81,9 @@ class EarlyExitMethod:
     name: ClassVar[str] = ""
     paper: ClassVar[str] = ""
     description: ClassVar[str] = ""
+    rule: ClassVar[str] = ""  # its exit rule (eebench rules); "" for single-exit models
+    # What its trained models give a rule besides logits: "temperatures", "exit-score" (NEEDS).
+    provides: ClassVar[frozenset[str]] = frozenset()
     sweep_param: ClassVar[str] = ""  # e.g. "threshold", "patience", "layers"
     supports_regression: ClassVar[bool] = True
     # What `variants` trains, in words (`eebench methods` shows it).
@@ -136,24 +142,70 @@ class EarlyExitMethod:
         raise NotImplementedError
 
     def loss(self, exit_logits: Sequence[torch.Tensor], labels: torch.Tensor, stage: Stage,
-             is_regression: bool) -> torch.Tensor:
-        """Loss over the exits of `stage` (exit_logits[j] is [batch, num_labels])."""
+             is_regression: bool, step: int = 0) -> torch.Tensor:
+        """Loss over the exits of `stage` (exit_logits[j] is [batch, num_labels], followed by
+        the head's signal columns where it has some); `step` is the batch's index in its epoch,
+        from 0 (for schedules such as BERxiT's alternating one)."""
         raise NotImplementedError
+
+    def route(self, stage: Stage, num_exits: int) -> Route | None:
+        """How the hidden states reach the heads and the next layer while `stage` trains a model
+        of `num_exits` exits (see MultiExitModel.forward); None: unchanged."""
+        return None
+
+    def calibration_fraction(self) -> float:
+        """The share of the training split held out of training for `calibrate` (0: none)."""
+        return 0.0
+
+    def calibrate(self, model: nn.Module, outputs: Any) -> None:
+        """After training: fit what the rule needs on the held-out slice (`outputs`: its
+        ExitOutputs, every exit's logits and the labels). Called only with a fraction > 0."""
 
     # -- inference -----------------------------------------------------------------------------
+    def rule_kind(self) -> RuleKind:
+        from eebench.rules.catalog import get_rule
+
+        return get_rule(self.rule)
+
     def default_sweep(self, num_layers: int, is_regression: bool, num_labels: int = 2
                       ) -> list[float]:
-        """The sweep values tried when the user gives none (entropy grids depend on C)."""
-        raise NotImplementedError
+        """The sweep values tried when the user gives none: its rule's (entropy grids depend on
+        C)."""
+        self.check_regression(is_regression)
+        return self.rule_kind().default_sweep(num_layers, is_regression, num_labels)
 
-    def exit_rule(self, value: float, is_regression: bool) -> ExitRule:
-        raise NotImplementedError
+    def exit_rule(self, value: float, is_regression: bool, facts: ModelFacts | None = None
+                  ) -> ExitRule:
+        """Its rule at one sweep value, for a model described by `facts` (None: a model of this
+        method, as far as it can be known without one)."""
+        self.check_regression(is_regression)
+        kind = self.rule_kind()
+        kind.check(value)
+        if facts is None:
+            from eebench.rules.catalog import ModelFacts
+
+            facts = ModelFacts(is_regression, 2, settings=self.settings)
+        return kind.build(value, facts)
+
+    def check_regression(self, is_regression: bool) -> None:
+        if is_regression and not self.supports_regression:
+            from eebench.errors import UsageError
+
+            raise UsageError(f"method {self.name!r} cannot do regression (its {self.rule} rule "
+                             "needs classes)",
+                             hint="use pabee or static for regression tasks such as STS-B")
+
+    def provided(self, is_regression: bool) -> set[str]:
+        """What a trained model of this method gives an exit rule on such a task (NEEDS)."""
+        return set(self.provides) | (set() if is_regression else {"classes"})
 
     def describe(self) -> dict[str, Any]:
         return {
             "name": self.name,
             "paper": self.paper,
             "description": self.description,
+            "rule": self.rule or None,
+            "provides": sorted(self.provides),
             "sweep_param": self.sweep_param,
             "supports_regression": self.supports_regression,
             "trains": self.trains,
@@ -184,7 +236,10 @@ def register_method(name: str) -> Callable[[type[EarlyExitMethod]], type[EarlyEx
 
 # The built-in methods, one file each, imported when first looked up.
 for _name, _ref in (("static", "static:Static"), ("deebert", "deebert:DeeBERT"),
-                    ("pabee", "pabee:PABEE")):
+                    ("pabee", "pabee:PABEE"), ("maxprob", "maxprob:MaxProb"),
+                    ("fastbert", "fastbert:FastBERT"), ("berxit", "berxit:BERxiT"),
+                    ("pcee", "pcee:PCEE"), ("elasticbert", "elasticbert:ElasticBERT"),
+                    ("sweet", "sweet:SWEET")):
     METHODS.add(_name, Lazy(f"eebench.methods.{_ref}"))
 
 

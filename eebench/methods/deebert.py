@@ -14,11 +14,9 @@ regression tasks are refused.
 from __future__ import annotations
 
 import copy
-import math
 from collections.abc import Sequence
 from typing import TYPE_CHECKING, Any
 
-from eebench.errors import UsageError
 from eebench.methods.base import EarlyExitMethod, Stage, exit_loss, register_method
 
 if TYPE_CHECKING:
@@ -26,15 +24,12 @@ if TYPE_CHECKING:
     from torch import nn
 
     from eebench.models.multi_exit import ExitHeads
-    from eebench.rules.base import ExitRule
-
-GRID_STEPS = 20  # thresholds ln(C) * k / 20, k = 0..20
-
 
 @register_method("deebert")
 class DeeBERT(EarlyExitMethod):
     paper = "Xin et al., DeeBERT: Dynamic Early Exiting for Accelerating BERT Inference, ACL 2020"
     description = "an off-ramp per layer, two-stage training, exit when entropy < threshold"
+    rule = "entropy"
     sweep_param = "threshold"
     supports_regression = False
 
@@ -56,26 +51,7 @@ class DeeBERT(EarlyExitMethod):
         ]
 
     def loss(self, exit_logits: Sequence[torch.Tensor], labels: torch.Tensor, stage: Stage,
-             is_regression: bool) -> torch.Tensor:
-        self._refuse(is_regression)
+             is_regression: bool, step: int = 0) -> torch.Tensor:
+        self.check_regression(is_regression)
         return sum(exit_loss(exit_logits[j], labels, False)
                    for j in stage.exit_indices(len(exit_logits)))
-
-    def default_sweep(self, num_layers: int, is_regression: bool, num_labels: int = 2
-                      ) -> list[float]:
-        self._refuse(is_regression)
-        top = math.log(max(num_labels, 2))
-        return [round(top * k / GRID_STEPS, 6) for k in range(GRID_STEPS + 1)]
-
-    def exit_rule(self, value: float, is_regression: bool) -> ExitRule:
-        self._refuse(is_regression)
-        if not value >= 0:
-            raise UsageError(f"deebert: threshold must be >= 0, got {value}")
-        from eebench.rules.entropy import EntropyRule
-
-        return EntropyRule(value)
-
-    def _refuse(self, is_regression: bool) -> None:
-        if is_regression:
-            raise UsageError("method 'deebert' cannot do regression (entropy needs classes)",
-                             hint="use pabee or static for regression tasks such as STS-B")

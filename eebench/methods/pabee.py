@@ -2,7 +2,8 @@
 
     head i  = shared pooler (one module, from the pretrained pooler) -> dropout -> linear_i
     train:    loss = sum_i i * L_i / sum_i i          (i = 1..L; L_i = CE, or MSE for regression)
-              (setting loss_weights = "equal": the plain mean of the L_i;
+              (setting loss_weights = "equal": the plain mean of the L_i; "descending":
+               sum_i (L + 1 - i) * L_i / sum_i i;
                shared_pooler = false: a pooler per head)
     infer:    counter = 0
               for i = 1..L:
@@ -23,7 +24,6 @@ from typing import TYPE_CHECKING, Any, Literal
 
 from pydantic import Field
 
-from eebench.errors import UsageError
 from eebench.methods.base import (
     EarlyExitMethod,
     MethodSettings,
@@ -37,7 +37,6 @@ if TYPE_CHECKING:
     from torch import nn
 
     from eebench.models.multi_exit import ExitHeads
-    from eebench.rules.base import ExitRule
 
 
 @register_method("pabee")
@@ -45,12 +44,14 @@ class PABEE(EarlyExitMethod):
     paper = ("Zhou et al., BERT Loses Patience: Fast and Robust Inference with Early Exit, "
              "NeurIPS 2020")
     description = "shared pooler + classifier per layer, weighted loss, exit on patience"
+    rule = "patience"
     sweep_param = "patience"
 
     class Settings(MethodSettings):
         regression_threshold: float = Field(0.1, ge=0)  # |delta| below which scores are equal
-        # "layer" weighs exit i by i (the paper), "equal" weighs every exit alike
-        loss_weights: Literal["layer", "equal"] = "layer"
+        # "layer" weighs exit i by i (the paper), "equal" every exit alike, "descending" exit i
+        # of n by n + 1 - i (the early exits most)
+        loss_weights: Literal["layer", "equal", "descending"] = "layer"
         shared_pooler: bool = True  # one pooler for every exit (the paper), or one per exit
         RECORDED_WHEN_CHANGED = ("loss_weights", "shared_pooler")  # added after the paper runs
 
@@ -73,21 +74,19 @@ class PABEE(EarlyExitMethod):
         return [Stage("joint", lambda model: list(model.parameters()))]
 
     def loss(self, exit_logits: Sequence[torch.Tensor], labels: torch.Tensor, stage: Stage,
-             is_regression: bool) -> torch.Tensor:
+             is_regression: bool, step: int = 0) -> torch.Tensor:
         exits = stage.exit_indices(len(exit_logits))
-        weights = [j + 1 if self.config.loss_weights == "layer" else 1 for j in exits]
+        weights = loss_weights(self.config.loss_weights, exits, len(exit_logits))
         total = sum(w * exit_loss(exit_logits[j], labels, is_regression)
                     for w, j in zip(weights, exits, strict=True))
         return total / sum(weights)
 
-    def default_sweep(self, num_layers: int, is_regression: bool, num_labels: int = 2
-                      ) -> list[float]:
-        return [float(p) for p in range(1, num_layers + 1)]
 
-    def exit_rule(self, value: float, is_regression: bool) -> ExitRule:
-        if not (value >= 1 and float(value).is_integer()):
-            raise UsageError(f"pabee: patience must be a positive integer, got {value}")
-        tau = self.config.regression_threshold if is_regression else None
-        from eebench.rules.patience import PatienceRule
-
-        return PatienceRule(int(value), tau)
+def loss_weights(kind: str, exits: list[int], num_exits: int) -> list[int]:
+    """Each exit's weight (exits 0-based): i (layer), 1 (equal), or n + 1 - i (descending), for
+    exit i = j + 1 of n; the loss divides by their sum (sum_i i = sum_i (n + 1 - i))."""
+    if kind == "layer":
+        return [j + 1 for j in exits]
+    if kind == "descending":
+        return [num_exits - j for j in exits]
+    return [1 for _ in exits]

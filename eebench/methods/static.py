@@ -34,6 +34,7 @@ if TYPE_CHECKING:
 
     from eebench.models.multi_exit import ExitHeads
     from eebench.rules.base import ExitRule
+    from eebench.rules.catalog import ModelFacts
 
 
 @register_method("static")
@@ -72,14 +73,15 @@ class Static(EarlyExitMethod):
         return [Stage("fine-tune", lambda model: list(model.parameters()))]
 
     def loss(self, exit_logits: Sequence[torch.Tensor], labels: torch.Tensor, stage: Stage,
-             is_regression: bool) -> torch.Tensor:
+             is_regression: bool, step: int = 0) -> torch.Tensor:
         return exit_loss(exit_logits[-1], labels, is_regression)
 
     def default_sweep(self, num_layers: int, is_regression: bool, num_labels: int = 2
                       ) -> list[float]:
         return [float(k) for k in range(1, num_layers + 1)]
 
-    def exit_rule(self, value: float, is_regression: bool) -> ExitRule:
+    def exit_rule(self, value: float, is_regression: bool, facts: ModelFacts | None = None
+                  ) -> ExitRule:
         from eebench.rules.base import FixedRule
 
         return FixedRule(exit=True)

@@ -24,6 +24,7 @@ from __future__ import annotations
 
 import copy
 from collections import Counter
+from collections.abc import Callable
 from dataclasses import dataclass
 from itertools import pairwise
 from typing import Any, Protocol
@@ -44,7 +45,7 @@ ATTN_IMPLEMENTATIONS = ("eager", "sdpa")  # eager: what the FLOP counter traces;
 MODEL_CONFIG_VERSION = 2  # 2: records the heads' pooling (version 1 pooled [CLS])
 
 __all__ = ["ExitHead", "ExitHeads", "ExitPooler", "HeadBuilder", "LayerInputs", "MultiExitModel",
-           "assemble", "build_model", "pool_tokens"]
+           "Route", "assemble", "build_model", "pool_tokens", "split_outputs"]
 
 
 def pool_tokens(hidden: torch.Tensor, attention_mask: torch.Tensor | None, pooling: str
@@ -115,6 +116,14 @@ class ExitHeads:
 
     heads: nn.ModuleList
     exit_layers: tuple[int, ...]  # 1-based layer numbers, strictly increasing
+    # Each head's outputs besides its logits, by name, as columns after the num_labels logits
+    # (BERxiT's learned exit score: ("exit_score",)); most methods' heads give logits alone.
+    signals: tuple[str, ...] = ()
+
+
+# A training scheme's hand on the gradient's way: (exit j, hidden states after its layer) ->
+# (what head j reads, what the next layer reads); identity in the forward direction.
+Route = Callable[[int, torch.Tensor], tuple[torch.Tensor, torch.Tensor]]
 
 
 class HeadBuilder(Protocol):
@@ -144,6 +153,7 @@ class MultiExitModel(nn.Module):
         self.layers = nn.ModuleList(layers)
         self.heads = exit_heads.heads
         self.exit_layers = tuple(int(x) for x in exit_heads.exit_layers)
+        self.signal_names = tuple(exit_heads.signals)
         self.num_labels = num_labels
         self.method_name = method.name
         self.method_settings = dict(method.settings)
@@ -198,19 +208,40 @@ class MultiExitModel(nn.Module):
              ) -> torch.Tensor:
         """Exit j's logits [B, C] from the hidden states after layer exit_layers[j].
         `attention_mask` is the 2-D 0/1 mask [B, T] of `hidden` (mean pooling needs it; None:
-        no padding)."""
-        return self.heads[j](hidden, attention_mask)
+        no padding). The head runs whole (its signals too: they cost what they cost)."""
+        out = self.heads[j](hidden, attention_mask)
+        return out[..., : self.num_labels] if self.signal_names else out
+
+    def head_outputs(self, j: int, hidden: torch.Tensor,
+                     attention_mask: torch.Tensor | None = None
+                     ) -> tuple[torch.Tensor, dict[str, torch.Tensor]]:
+        """Exit j's logits [B, C] and its signals by name ([B] each; none for most heads)."""
+        out = self.heads[j](hidden, attention_mask)
+        return split_outputs(out, self.num_labels, self.signal_names)
+
+    def temperatures(self) -> list[float] | None:
+        """Each exit's temperature where every head holds one (fit after training), else None."""
+        ts = [getattr(h, "temperature", None) for h in self.heads]
+        return None if any(t is None for t in ts) else [float(t) for t in ts]
 
     # -- all at once ---------------------------------------------------------------------------
     def forward(self, input_ids: torch.Tensor, attention_mask: torch.Tensor | None,
-                token_type_ids: torch.Tensor | None = None) -> torch.Tensor:
-        """Every exit's logits, [E, B, C]."""
+                token_type_ids: torch.Tensor | None = None, route: Route | None = None
+                ) -> torch.Tensor:
+        """Every exit's outputs, [E, B, C + S]: the logits, then the signals' columns (S = 0 for
+        most methods; `split_outputs` separates them). `route(j, hidden)` -> (what head j reads,
+        what the next layer reads) lets a training scheme act on the gradient's way (SWEET's
+        detaching, ElasticBERT's gradient equilibrium); None: both read `hidden`."""
         hidden, inputs = self.embed(input_ids, attention_mask, token_type_ids)
         logits = []
         for i in range(self.exit_layers[-1]):  # layers after the last exit change nothing
             hidden = self.layer(i, hidden, inputs)
-            if i + 1 in self._exit_of:
-                logits.append(self.head(self._exit_of[i + 1], hidden, attention_mask))
+            j = self._exit_of.get(i + 1)
+            if j is not None:
+                to_head = hidden
+                if route is not None:
+                    to_head, hidden = route(j, hidden)
+                logits.append(self.heads[j](to_head, attention_mask))
         return torch.stack(logits)
 
     def backbone_parameters(self) -> list[nn.Parameter]:
@@ -237,7 +268,16 @@ class MultiExitModel(nn.Module):
             "exit_layers": list(self.exit_layers),
             "pooling": self.pooling,
             "attn_implementation": self.attn_implementation,
+            # written only where a head has signals: earlier checkpoints keep their structure
+            **({"signals": list(self.signal_names)} if self.signal_names else {}),
         }
+
+
+def split_outputs(out: torch.Tensor, num_labels: int, signals: tuple[str, ...]
+                  ) -> tuple[torch.Tensor, dict[str, torch.Tensor]]:
+    """Head outputs [..., C + S] -> (logits [..., C], {signal: [...]})."""
+    return out[..., :num_labels], {name: out[..., num_labels + k]
+                                   for k, name in enumerate(signals)}
 
 
 def check_attn(attn: str) -> None:

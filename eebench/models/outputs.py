@@ -7,7 +7,7 @@ logits of exits 1..k, so the whole model runs once per sample and every exit's l
 from __future__ import annotations
 
 from collections.abc import Callable, Iterable
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 
 import numpy as np
 import torch
@@ -20,6 +20,8 @@ class ExitOutputs:
     logits: torch.Tensor  # [E, N, C] float32, CPU
     lengths: np.ndarray  # [N] real token lengths (no padding)
     labels: np.ndarray | None  # [N] label ids / scores, None for unlabelled splits
+    # the heads' other outputs by name, [E, N] each (BERxiT's exit score); most models have none
+    signals: dict[str, torch.Tensor] = field(default_factory=dict)
 
 
 @torch.inference_mode()
@@ -33,7 +35,7 @@ def collect_exit_logits(model, batches: Iterable[dict],
     for batch in batches:
         inputs = {k: batch[k].to(device) for k in ("input_ids", "attention_mask", "token_type_ids")
                   if k in batch}
-        chunks.append(model(**inputs).float().cpu())  # [E, B, C]
+        chunks.append(model(**inputs).float().cpu())  # [E, B, C + S]
         idx.append(torch.as_tensor(batch["index"]))
         lengths.append(batch["attention_mask"].sum(-1).cpu())
         if batch.get("labels") is not None:
@@ -41,8 +43,15 @@ def collect_exit_logits(model, batches: Iterable[dict],
         if progress is not None:
             progress(len(batch["index"]))
     order = torch.cat(idx).argsort()
-    logits = torch.cat(chunks, dim=1)[:, order]
+    outputs = torch.cat(chunks, dim=1)[:, order]
     lab = torch.cat(labels)[order].numpy() if labels else None
-    return ExitOutputs(logits, torch.cat(lengths)[order].numpy(), lab)
+    names = tuple(getattr(model, "signal_names", ()))
+    logits, signals = outputs[..., : model.num_labels], {}
+    if names:
+        from eebench.models.multi_exit import split_outputs
+
+        logits, signals = split_outputs(outputs, model.num_labels, names)
+        logits, signals = logits.contiguous(), {k: v.contiguous() for k, v in signals.items()}
+    return ExitOutputs(logits, torch.cat(lengths)[order].numpy(), lab, signals)
 
 

@@ -2,9 +2,11 @@
 real dynamic inference.
 
 `rule.start(n)` makes a state of tensors whose first dim is the batch; `rule.step(state, j,
-logits)` is called after exit head j with that exit's logits for the samples still running and
-returns which of them exit now. The simulation calls it over stored logits of every sample; real
-dynamic inference calls it on live logits and drops the exited rows (`select_state`). The same code
+logits, signals)` is called after exit head j with that exit's logits for the samples still running
+(and, for a rule that reads them, the head's other outputs, e.g. BERxiT's learned exit score, by
+name: `signals`) and returns which of them exit now. The simulation calls it over stored logits
+of every sample; real dynamic inference calls it on live logits and drops the exited rows
+(`select_state`). The same code
 decides in both, so they agree by construction up to float noise, and `margin` says how close each
 decision was to flipping.
 """
@@ -18,6 +20,7 @@ if TYPE_CHECKING:  # torch stays out of `eebench --help`
     import torch
 
 State = dict[str, "torch.Tensor"]
+Signals = dict[str, "torch.Tensor"]  # a head's outputs besides its logits, [n] each, by name
 
 
 @dataclass(frozen=True)
@@ -37,15 +40,14 @@ class ExitRule:
     def start(self, n: int, device: Any = None) -> State:
         raise NotImplementedError
 
-    def step(self, state: State, exit_index: int, logits: torch.Tensor) -> StepResult:
+    def step(self, state: State, exit_index: int, logits: torch.Tensor,
+             signals: Signals | None = None) -> StepResult:
         raise NotImplementedError
 
 
 def select_state(state: State, keep: torch.Tensor) -> State:
     """Keep the rows `keep` (bool mask or index tensor) of every state tensor (batch shrinking)."""
     return {k: v[keep] for k, v in state.items()}
-
-
 
 
 class FixedRule(ExitRule):
@@ -58,7 +60,8 @@ class FixedRule(ExitRule):
     def start(self, n: int, device: Any = None) -> State:
         return {}
 
-    def step(self, state: State, exit_index: int, logits: torch.Tensor) -> StepResult:
+    def step(self, state: State, exit_index: int, logits: torch.Tensor,
+             signals: Signals | None = None) -> StepResult:
         import torch
 
         n = logits.shape[0]

@@ -36,15 +36,17 @@ def predictions_from_logits(logits: torch.Tensor, is_regression: bool) -> torch.
     return logits[..., 0] if is_regression else logits.argmax(-1)
 
 
-def simulate(rule: ExitRule, logits: torch.Tensor, is_regression: bool) -> Decisions:
-    """Replay the stepwise exit rule over stored logits [E, N, C]; the last exit always exits."""
+def simulate(rule: ExitRule, logits: torch.Tensor, is_regression: bool,
+             signals: dict[str, torch.Tensor] | None = None) -> Decisions:
+    """Replay the stepwise exit rule over stored logits [E, N, C] (and signals [E, N] by name,
+    where the heads have some); the last exit always exits."""
     num_exits, n = logits.shape[:2]
     state = rule.start(n, logits.device)
     exit_index = torch.full((n,), num_exits - 1, dtype=torch.long)
     exited = torch.zeros(n, dtype=torch.bool)
     margin = torch.full((n,), float("inf"))
     for j in range(num_exits):
-        step = rule.step(state, j, logits[j])
+        step = rule.step(state, j, logits[j], {k: v[j] for k, v in (signals or {}).items()})
         state = step.state
         running = ~exited
         margin[running] = torch.minimum(margin[running], step.margin[running].float())
@@ -82,11 +84,12 @@ def dynamic_batch(model, rule: ExitRule, batch: dict, is_regression: bool, full:
         j = exit_of.get(i + 1)
         if j is None or (full and j != last):
             continue
-        logits = model.head(j, hidden, mask)  # the mask is cut with hidden, row and column
+        # the mask is cut with hidden, row and column
+        logits, signals = model.head_outputs(j, hidden, mask)
         if j == last:
             go = torch.ones(len(alive), dtype=torch.bool, device=device)
         else:
-            step = rule.step(state, j, logits)
+            step = rule.step(state, j, logits, signals)
             go, state = step.exit, step.state
         n_exit = int(go.sum())  # one device sync per exit
         if n_exit == 0:

@@ -1,4 +1,5 @@
-"""Exit once the prediction has stopped changing for `patience` exits (PABEE)."""
+"""Patience rules: exit once the prediction has stopped changing for `patience` exits (PABEE), or
+once `patience` consecutive exits were confident (PCEE-BERT)."""
 
 from __future__ import annotations
 
@@ -6,7 +7,8 @@ from typing import Any
 
 import torch
 
-from eebench.rules.base import ExitRule, State, StepResult
+from eebench.rules.base import ExitRule, Signals, State, StepResult
+from eebench.rules.entropy import normalized_entropy
 
 
 class PatienceRule(ExitRule):
@@ -21,7 +23,8 @@ class PatienceRule(ExitRule):
                 "prev": torch.zeros(n, device=device),  # last prediction (label id or score)
                 "seen": torch.zeros(n, dtype=torch.bool, device=device)}
 
-    def step(self, state: State, exit_index: int, logits: torch.Tensor) -> StepResult:
+    def step(self, state: State, exit_index: int, logits: torch.Tensor,
+             signals: Signals | None = None) -> StepResult:
         logits = logits.float()
         if self.tau is None:
             pred = logits.argmax(-1).float()
@@ -36,3 +39,22 @@ class PatienceRule(ExitRule):
         count = torch.where(same, state["count"] + 1, torch.zeros_like(state["count"]))
         new = {"count": count, "prev": pred, "seen": torch.ones_like(state["seen"])}
         return StepResult(new, count >= self.patience, margin)
+
+
+class ConfidentPatienceRule(ExitRule):
+    """Count consecutive confident exits (normalised entropy H / ln C below `threshold`); a
+    not-confident exit resets the count; exit once it reaches `patience`."""
+
+    def __init__(self, threshold: float, patience: int):
+        self.threshold = float(threshold)
+        self.patience = int(patience)
+
+    def start(self, n: int, device: Any = None) -> State:
+        return {"count": torch.zeros(n, dtype=torch.long, device=device)}
+
+    def step(self, state: State, exit_index: int, logits: torch.Tensor,
+             signals: Signals | None = None) -> StepResult:
+        h = normalized_entropy(logits)
+        confident = h < self.threshold
+        count = torch.where(confident, state["count"] + 1, torch.zeros_like(state["count"]))
+        return StepResult({"count": count}, count >= self.patience, (h - self.threshold).abs())

@@ -157,9 +157,12 @@ class RunConfig(_Data):
     # Domain shift (`eebench run --eval-task`): the task the model was trained on, when it is not
     # `task`. Left out of config.json (and so of the hash) while None: no earlier run is renamed.
     train_task: str | None = None
+    # Another exit rule swept on the method's trained model (`eebench run --rule`): its points
+    # are labelled `<method>+<rule>`. Left out of config.json while None (the method's own rule).
+    rule: str | None = None
     split: str
     seed: int
-    sweep: list[float]
+    sweep: list[float]  # the values of the run's rule
     # The training settings that were given or filled in for the run (the backbone's lr, the
     # seed...), in that order; a default left alone is not recorded, so adding a setting to
     # TrainConfig renames no run.
@@ -174,15 +177,21 @@ class RunConfig(_Data):
         return config_hash(self.model_dump(mode="json"))
 
     @property
+    def label(self) -> str:
+        """What its points, scores and submissions call it: the method, or `<method>+<rule>`."""
+        return self.method if self.rule is None else f"{self.method}+{self.rule}"
+
+    @property
     def trained_on(self) -> str:
         """The task whose training split the model learnt from."""
         return self.train_task or self.task
 
     @model_serializer(mode="wrap")
-    def _unset_train_task_left_out(self, handler: Any) -> dict[str, Any]:
+    def _unset_fields_left_out(self, handler: Any) -> dict[str, Any]:
         data = handler(self)
-        if self.train_task is None:
-            data.pop("train_task", None)
+        for name in ("train_task", "rule"):
+            if getattr(self, name) is None:
+                data.pop(name, None)
         return data
 
 

@@ -22,8 +22,11 @@ A file can hold defaults for a single `eebench run` and, optionally, the grid of
     [methods_settings.pabee]
     regression_threshold = 0.1
 
-    [sweeps]                # per-method sweep values (default: the method's own grid)
-    deebert = [0.0, 0.1, 0.3, 0.5]
+    rules = ["maxprob"]     # optional: other exit rules swept on each method's model
+
+    [sweeps]                # per-method sweep values (default: the method's own grid), and
+    deebert = [0.0, 0.1, 0.3, 0.5]  # per method+rule
+    "pabee+entropy" = [0.1, 0.2]
 
     [tasks_settings.rte]    # per-task budget: max_seq_length, max_eval_samples, train fields
     max_seq_length = 256
@@ -98,7 +101,9 @@ class BenchConfig(BaseModel):
     train: GivenTrainConfig = Field(default_factory=TrainConfig)
     timing: TimingConfig = Field(default_factory=TimingConfig)
     methods_settings: dict[str, dict[str, Any]] = Field(default_factory=dict)
-    sweeps: dict[str, list[float]] = Field(default_factory=dict)
+    sweeps: dict[str, list[float]] = Field(default_factory=dict)  # by method or method+rule
+    # Other exit rules to sweep on each method's trained model, in the same pass (eebench rules)
+    rules: list[str] = Field(default_factory=list)
     tasks_settings: dict[str, TaskSettings] = Field(default_factory=dict)
 
     def for_task(self, task: str) -> TaskSettings:

@@ -1,11 +1,14 @@
 """Evaluate one trained model for a run: its sweep points, their FLOPs, the check against real
 dynamic inference and the wall-time measurements. eebench.run.execute calls it once per variant
-(the one model of a joint method, or one per k for static).
+(the one model of a joint method, or one per k for static): one full pass over the split
+(`full_pass`), then each run's sweep over it (`sweep_variant`), for the method's own rule and
+every other rule the user asked for on the same model.
 """
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from collections.abc import Callable
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
@@ -15,6 +18,7 @@ from eebench.measure.quality import exited_logits, point_quality
 from eebench.methods.base import JOINT, Variant
 from eebench.models.outputs import collect_exit_logits
 from eebench.rules.base import ExitRule, FixedRule
+from eebench.rules.catalog import ModelFacts, get_rule
 from eebench.rules.engine import Decisions, compare, dynamic_batch, dynamic_inference, simulate
 from eebench.run import artifacts as R
 from eebench.run.config import TimingConfig
@@ -29,14 +33,30 @@ class Measured:
     arrays: dict[str, np.ndarray]  # exit_layer and prediction [P, N], lengths and labels [N]
     logits: np.ndarray  # [E, N, C]
     structure: dict[str, Any]  # exit_layers, hidden_size, pooling (of eebench.run.artifacts)
+    signals: dict[str, np.ndarray] = field(default_factory=dict)  # [E, N] each, by name
 
 
-def evaluate_variant(cfg: R.RunConfig, variant: Variant, spec: TaskSpec, ckpt_dir: Path,
-                     eval_ex, full_layers: int, opts) -> Measured:
+@dataclass
+class FullPass:
+    """One trained model run once over the evaluated split: every exit's outputs, the FLOP and
+    parameter tables, the timing subset and the full model's timings. Every rule swept on the
+    model (`eebench run --rule`) reads this one pass."""
+
+    model: Any
+    enc: Any
+    out: Any  # ExitOutputs
+    table: Any  # the FLOP cost table
+    params: Any
+    subset: np.ndarray
+    baseline: list[R.Timing]
+    facts: ModelFacts
+
+
+def full_pass(cfg: R.RunConfig, spec: TaskSpec, ckpt_dir: Path, eval_ex, opts) -> FullPass:
+    """Load the checkpoint and run the model once over the split (see FullPass)."""
     from eebench.data.batching import encode, eval_batches
     from eebench.measure.flops import build_cost_table
     from eebench.measure.params import params_per_exit
-    from eebench.tasks.metrics import compute_metrics
     from eebench.train.checkpoint import load_trained
 
     model, tokenizer, _ = load_trained(ckpt_dir)
@@ -46,16 +66,50 @@ def evaluate_variant(cfg: R.RunConfig, variant: Variant, spec: TaskSpec, ckpt_di
                               progress=lambda k: _advance(opts, task, k))
     table = build_cost_table(model, max_len=int(out.lengths.max()),
                              convention=cfg.flops_convention)
-    params = params_per_exit(model)
-    timing = cfg.timing
-    subset = _timing_subset(len(enc), timing.samples, seed=0)
-    timed = timing.enabled
-    no_exit = FixedRule(exit=False)
-    baseline = _real_inference(model, no_exit, enc, subset, timing, spec, full=True)[0] \
-        if timed else []
+    subset = _timing_subset(len(enc), cfg.timing.samples, seed=0)
+    baseline = _real_inference(model, FixedRule(exit=False), enc, subset, cfg.timing, spec,
+                               full=True)[0] if cfg.timing.enabled else []
+    facts = ModelFacts(spec.is_regression, model.num_labels, model.temperatures(),
+                       model.signal_names, dict(model.method_settings))
+    return FullPass(model, enc, out, table, params_per_exit(model), subset, baseline, facts)
 
-    method, values = variant.method, variant.values
-    sweep_task = _progress_task(opts, f"{cfg.method} {cfg.task}: sweep, check, time", len(values))
+
+def rule_for(cfg: R.RunConfig, variant: Variant, facts: ModelFacts
+             ) -> tuple[str, Callable[[float], ExitRule]]:
+    """The run's sweep parameter and its rule at a sweep value: the method's own rule, or the
+    rule the run names (`cfg.rule`), refused in one line where the model lacks what it needs."""
+    method = variant.method
+    if cfg.rule is None:
+        return method.sweep_param, lambda v: method.exit_rule(v, facts.is_regression, facts)
+    kind = get_rule(cfg.rule)
+    kind.refuse_unless(facts.provides(), f"this {cfg.method} model")
+
+    def build(value: float) -> ExitRule:
+        kind.check(value)
+        return kind.build(value, facts)
+
+    return kind.sweep_param, build
+
+
+def evaluate_variant(cfg: R.RunConfig, variant: Variant, spec: TaskSpec, ckpt_dir: Path,
+                     eval_ex, full_layers: int, opts) -> Measured:
+    """One trained model of a run, measured: its full pass, then its sweep."""
+    return sweep_variant(cfg, variant, spec, full_pass(cfg, spec, ckpt_dir, eval_ex, opts),
+                         full_layers, opts)
+
+
+def sweep_variant(cfg: R.RunConfig, variant: Variant, spec: TaskSpec, fp: FullPass,
+                  full_layers: int, opts) -> Measured:
+    """Every sweep value of the run's rule over one full pass: the simulated decisions and their
+    metrics, FLOPs and quality, each checked against (and timed with) real dynamic inference."""
+    from eebench.tasks.metrics import compute_metrics
+
+    model, out, table, params, subset = fp.model, fp.out, fp.table, fp.params, fp.subset
+    timing = cfg.timing
+    timed = timing.enabled
+    sweep_param, make_rule = rule_for(cfg, variant, fp.facts)
+    values = variant.values if cfg.rule is None else tuple(cfg.sweep)
+    sweep_task = _progress_task(opts, f"{cfg.label} {cfg.task}: sweep, check, time", len(values))
     points, exit_layers, preds = [], [], []
     # Class ids (predictions, labels) fit in int16 like the exit layers: a quarter of int64, for
     # run directories that are committed; regression scores stay float32.
@@ -66,20 +120,20 @@ def evaluate_variant(cfg: R.RunConfig, variant: Variant, spec: TaskSpec, ckpt_di
     # per depth has it in another variant, so `eebench score` fills those fields in.
     full_pred = logits_np[-1].argmax(-1) if variant.name == JOINT else None
     for value in values:
-        rule = method.exit_rule(value, spec.is_regression)
-        dec = simulate(rule, out.logits, spec.is_regression)
+        rule = make_rule(value)
+        dec = simulate(rule, out.logits, spec.is_regression, out.signals)
         layers = exit_layer_of[dec.exit_index]
         flops = table.per_sample_flops(dec.exit_index, out.lengths)
         labelled = out.labels is not None
         metrics = compute_metrics(spec, dec.prediction, out.labels) if labelled else {}
         # real dynamic inference on the subset: timed, and checked against the simulation
-        timings, real = _real_inference(model, rule, enc, subset, timing, spec, full=False)
+        timings, real = _real_inference(model, rule, fp.enc, subset, timing, spec, full=False)
         checks = [compare(dec, r, subset, spec.is_regression) for r in real]
         agreement = max(checks, key=lambda c: c.disagreements)
         avg = float(layers.mean())
         points.append(R.OperatingPoint(
-            method=cfg.method, variant=variant.name, task=cfg.task, split=cfg.split, seed=cfg.seed,
-            sweep_param=method.sweep_param, sweep_value=float(value), n_samples=len(layers),
+            method=cfg.label, variant=variant.name, task=cfg.task, split=cfg.split, seed=cfg.seed,
+            sweep_param=sweep_param, sweep_value=float(value), n_samples=len(layers),
             num_layers=full_layers, metrics=metrics, main_metric=spec.main_metric,
             main=metrics.get(spec.main_metric), avg_exit_layer=avg,
             exit_histogram=np.bincount(layers, minlength=full_layers + 1)[1:].tolist(),
@@ -87,7 +141,8 @@ def evaluate_variant(cfg: R.RunConfig, variant: Variant, spec: TaskSpec, ckpt_di
             mean_mflops=float(flops.mean()) / 1e6, speedup=full_layers / avg,
             layer_saving=1 - avg / full_layers, params_total=params.total,
             params_mean_used=float(params.mean_used(dec.exit_index)),
-            timings=(timings if timed else []) + baseline, disagreements=agreement.disagreements,
+            timings=(timings if timed else []) + fp.baseline,
+            disagreements=agreement.disagreements,
             disagreements_near_threshold=agreement.near_threshold,
             **_quality(logits_np, dec, full_pred, out.labels, spec.is_regression),
         ))
@@ -102,7 +157,8 @@ def evaluate_variant(cfg: R.RunConfig, variant: Variant, spec: TaskSpec, ckpt_di
     # one row per point; the caller concatenates variants along the point axis
     structure = {"exit_layers": list(model.exit_layers),
                  "hidden_size": int(model.config.hidden_size), "pooling": model.pooling}
-    return Measured(points, arrays, logits_np, structure)
+    return Measured(points, arrays, logits_np, structure,
+                    {k: v.numpy() for k, v in out.signals.items()})
 
 
 def _quality(logits: np.ndarray, dec: Decisions, full_pred: np.ndarray | None, labels,

@@ -9,7 +9,7 @@ from __future__ import annotations
 
 import shutil
 import time
-from dataclasses import dataclass, replace
+from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Any
 
@@ -46,31 +46,60 @@ def backbone_layers(model: str) -> int:
 def run_dir_for(cfg: R.RunConfig, out: Path) -> Path:
     from eebench.train.checkpoint import model_slug
 
-    return Path(out) / model_slug(cfg.model) / cfg.method / cfg.task / cfg.key()
+    return Path(out) / model_slug(cfg.model) / cfg.label / cfg.task / cfg.key()
 
 
 def execute(cfg: R.RunConfig, opts: RunOptions) -> Path | None:
     """Run one configuration; returns its run directory, or None when another process is running
     it (several `eebench run` processes on one grid share the work this way)."""
-    run_dir = run_dir_for(cfg, opts.out)
-    if opts.overwrite and run_dir.exists():
-        shutil.rmtree(run_dir)
-    if (run_dir / R.SUMMARY_FILE).exists():
-        R.verify_run(run_dir)
-        _say(opts, f"already done: {run_dir}")
-        return run_dir
-    lock = _claim(run_dir)
-    if lock is None:
-        return None
+    return execute_group([cfg], opts)[0]
+
+
+def same_pass(a: R.RunConfig, b: R.RunConfig) -> bool:
+    """Whether two runs read the same trained model over the same split (they differ at most in
+    their exit rule and its sweep): one pass serves both."""
+    keep = {"rule", "sweep"}
+    return a.model_dump(exclude=keep) == b.model_dump(exclude=keep)
+
+
+def execute_group(cfgs: list[R.RunConfig], opts: RunOptions) -> list[Path | None]:
+    """Run configurations that share one trained model and split (`same_pass`: the method's own
+    rule and the other rules asked for): train once, one full pass over the split, then each
+    run's sweep and its run directory. Finished runs are returned as they are; a run another
+    process holds is None."""
+    out: list[Path | None] = []
+    todo: list[tuple[R.RunConfig, Path, Any]] = []
     try:
-        if (run_dir / R.SUMMARY_FILE).exists():  # finished by another process meanwhile
-            R.verify_run(run_dir)
-            _say(opts, f"already done: {run_dir}")
-            return run_dir
-        _execute(cfg, opts, run_dir)
-        (run_dir / LOCK_FILE).unlink(missing_ok=True)
+        for cfg in cfgs:
+            run_dir = run_dir_for(cfg, opts.out)
+            if opts.overwrite and run_dir.exists():
+                shutil.rmtree(run_dir)
+            if (run_dir / R.SUMMARY_FILE).exists():
+                out.append(_done(run_dir, opts))
+                continue
+            lock = _claim(run_dir)
+            if lock is None:
+                out.append(None)
+                continue
+            if (run_dir / R.SUMMARY_FILE).exists():  # finished by another process meanwhile
+                lock.close()
+                out.append(_done(run_dir, opts))
+                continue
+            todo.append((cfg, run_dir, lock))
+            out.append(run_dir)
+        if todo:
+            _execute([c for c, _, _ in todo], opts, [d for _, d, _ in todo])
+            for _, run_dir, _ in todo:
+                (run_dir / LOCK_FILE).unlink(missing_ok=True)
     finally:
-        lock.close()
+        for _, _, lock in todo:
+            lock.close()
+    return out
+
+
+def _done(run_dir: Path, opts: RunOptions) -> Path:
+    R.verify_run(run_dir)
+    _say(opts, f"already done: {run_dir}")
     return run_dir
 
 
@@ -94,14 +123,20 @@ def _claim(run_dir: Path) -> Any:
     return f
 
 
-def _execute(cfg: R.RunConfig, opts: RunOptions, run_dir: Path) -> None:
+def _execute(cfgs: list[R.RunConfig], opts: RunOptions, run_dirs: list[Path]) -> None:
+    """Runs that share their model and split (see execute_group): one pass, each its sweep."""
     started = time.perf_counter()
     from eebench.measure.env import environment
 
+    cfg = cfgs[0]
+    if any(not same_pass(cfg, c) for c in cfgs):  # a caller's bug, not a user error
+        raise ValueError("execute_group: the runs do not share a model and a split")
     spec = get_task(cfg.task)  # evaluated
     trained = get_task(cfg.trained_on)  # the same task, or another one's (--eval-task)
-    write_json(run_dir / R.CONFIG_FILE, cfg)
-    write_json(run_dir / R.ENV_FILE, environment())
+    env = environment()
+    for c, run_dir in zip(cfgs, run_dirs, strict=True):
+        write_json(run_dir / R.CONFIG_FILE, c)
+        write_json(run_dir / R.ENV_FILE, env)
 
     from eebench.tasks.loaders import load_split
 
@@ -117,37 +152,57 @@ def _execute(cfg: R.RunConfig, opts: RunOptions, run_dir: Path) -> None:
         # the same samples for every seed and method, so their points are paired
         eval_ex = eval_ex.take(cfg.max_eval_samples, EVAL_SUBSET_SEED)
 
-    variants = get_method(cfg.method, **cfg.method_settings).variants(cfg.sweep)
+    method = get_method(cfg.method, **cfg.method_settings)
+    variants = method.variants(cfg.sweep if cfg.rule is None else
+                               method.default_sweep(2, spec.is_regression, spec.num_labels))
     full_layers = backbone_layers(cfg.model)
 
-    from eebench.run.evaluate import evaluate_variant
+    from eebench.run.evaluate import full_pass, sweep_variant
 
-    points: list[R.OperatingPoint] = []
-    arrays: dict[str, list[np.ndarray]] = {"exit_layer": [], "prediction": []}
-    extra: dict[str, np.ndarray] = {}
-    records = []
+    results = [_Results() for _ in cfgs]
     for variant in variants:
         ckpt_dir = _train(cfg, variant.method, trained, train_ex, dev_ex, opts)
-        measured = evaluate_variant(cfg, variant, spec, ckpt_dir, eval_ex, full_layers, opts)
-        points += measured.points
-        for k in arrays:
-            arrays[k].append(measured.arrays[k])
-        key = R.logits_key(variant.name, len(variants))
-        extra[key] = measured.logits
-        if measured.arrays.get("labels") is not None:
-            extra["labels"] = measured.arrays["labels"]
-        extra["lengths"] = measured.arrays["lengths"]
-        records.append(R.VariantRecord(
-            name=variant.name, sweep_values=list(variant.values), logits_key=key,
-            checkpoint=str(ckpt_dir), **measured.structure))
+        fp = full_pass(cfg, spec, ckpt_dir, eval_ex, opts)
+        if len(cfgs) > 1:
+            _say(opts, f"one pass over {len(eval_ex)} samples: sweeping "
+                       f"{', '.join(c.label for c in cfgs)}")
+        for c, res in zip(cfgs, results, strict=True):
+            res.add(variant, sweep_variant(c, variant, spec, fp, full_layers, opts), ckpt_dir,
+                    len(variants))
+    for c, run_dir, res in zip(cfgs, run_dirs, results, strict=True):
+        _write_predictions(run_dir, res.arrays, res.extra)
+        atomic_write_text(run_dir / R.IDS_FILE, R.ids_text(eval_ex.ids, eval_ex.source))
+        R.write_points(run_dir / R.POINTS_FILE, res.points)
+        summary = _summary(c, run_dir, res.points, len(eval_ex), res.records)
+        summary.files = R.file_hashes(run_dir)  # the summary vouches for what was written
+        summary.wall_seconds = round(time.perf_counter() - started, 1)
+        write_json(run_dir / R.SUMMARY_FILE, summary)
 
-    _write_predictions(run_dir, arrays, extra)
-    atomic_write_text(run_dir / R.IDS_FILE, R.ids_text(eval_ex.ids, eval_ex.source))
-    R.write_points(run_dir / R.POINTS_FILE, points)
-    summary = _summary(cfg, run_dir, points, len(eval_ex), records)
-    summary.files = R.file_hashes(run_dir)  # the summary vouches for what was written
-    summary.wall_seconds = round(time.perf_counter() - started, 1)
-    write_json(run_dir / R.SUMMARY_FILE, summary)
+
+@dataclass
+class _Results:
+    """One run's points, per-sample arrays and variant records, variant by variant."""
+
+    points: list[R.OperatingPoint] = field(default_factory=list)
+    arrays: dict[str, list[np.ndarray]] = field(
+        default_factory=lambda: {"exit_layer": [], "prediction": []})
+    extra: dict[str, np.ndarray] = field(default_factory=dict)
+    records: list[R.VariantRecord] = field(default_factory=list)
+
+    def add(self, variant, measured, ckpt_dir: Path, n_variants: int) -> None:
+        self.points += measured.points
+        for k in self.arrays:
+            self.arrays[k].append(measured.arrays[k])
+        key = R.logits_key(variant.name, n_variants)
+        self.extra[key] = measured.logits
+        for name, values in measured.signals.items():
+            self.extra[f"{key}.{name}"] = values
+        if measured.arrays.get("labels") is not None:
+            self.extra["labels"] = measured.arrays["labels"]
+        self.extra["lengths"] = measured.arrays["lengths"]
+        self.records.append(R.VariantRecord(
+            name=variant.name, sweep_values=[p.sweep_value for p in measured.points],
+            logits_key=key, checkpoint=str(ckpt_dir), **measured.structure))
 
 
 def _train(cfg: R.RunConfig, method: EarlyExitMethod, spec: TaskSpec, train_ex, dev_ex,
@@ -173,7 +228,7 @@ def _summary(cfg: R.RunConfig, run_dir: Path, points: list[R.OperatingPoint], n:
     full = max(points, key=lambda p: (p.avg_exit_layer, p.mean_flops))
     mains = [p.main for p in points if p.main is not None]
     return R.RunSummary(
-        model=cfg.model, method=cfg.method, task=cfg.task, split=cfg.split, seed=cfg.seed,
+        model=cfg.model, method=cfg.label, task=cfg.task, split=cfg.split, seed=cfg.seed,
         config_hash=run_dir.name, n_samples=n, num_points=len(points),
         full_model={"sweep_value": full.sweep_value, "main": full.main,
                     "mean_mflops": full.mean_mflops, "avg_exit_layer": full.avg_exit_layer},

@@ -35,11 +35,43 @@ def expand(config: BenchConfig, skip_unrunnable: bool = True) -> Grid:
                     if get_method(m).supports_regression or not get_task(t).is_regression]
         skipped = sorted({(m, t) for m, t, _ in jobs} - {(m, t) for m, t, _ in runnable})
         jobs = runnable
-    runs = [run_config_for(config, m, t, s) for m, t, s in jobs]
+    runs = []
+    for m, t, s in jobs:
+        runs.append(run_config_for(config, m, t, s))
+        runs += [run_config_for(config, m, t, s, rule) for rule in
+                 rules_for(config, m, t, skipped if skip_unrunnable else None)]
     if config.eval_task is None:
         return Grid(runs, skipped)
     own = config.model_copy(update={"eval_task": None})
-    return Grid(runs, skipped, [run_config_for(own, r.method, r.trained_on, r.seed) for r in runs])
+    return Grid(runs, skipped, [run_config_for(own, r.method, r.trained_on, r.seed, r.rule)
+                              for r in runs])
+
+
+def rules_for(config: BenchConfig, method: str, task: str,
+              skipped: list[tuple[str, str]] | None) -> list[str]:
+    """The config's other rules to sweep on `method`'s model for `task`: not its own rule, and
+    only rules whose needs the model meets. Where one is not met, a grid notes the pair in
+    `skipped` (method+rule, task) and goes on; without `skipped` it is refused in one line."""
+    from eebench.rules.catalog import get_rule
+
+    m = get_method(method, **config.methods_settings.get(method, {}))
+    spec = get_task(task)
+    out = []
+    for name in config.rules:
+        kind = get_rule(name)
+        if kind.name == m.rule:
+            continue  # the method's own rule: its plain run
+        if len(m.variants(m.default_sweep(2, spec.is_regression, spec.num_labels))) > 1:
+            raise UsageError(f"--rule {kind.name}: {m.name} trains {m.trains}, each with one "
+                             "exit: there is no exit to choose", hint="use --rule with methods "
+                             "that put exits on one model (eebench methods)")
+        lacking = kind.missing(m.provided(spec.is_regression))
+        if lacking and skipped is not None:
+            skipped.append((f"{m.name}+{kind.name}", spec.name))
+            continue
+        kind.refuse_unless(m.provided(spec.is_regression), f"{m.name} on {spec.name}")
+        out.append(kind.name)
+    return out
 
 
 def check_shift(trained: TaskSpec, evaluated: TaskSpec) -> None:
@@ -62,10 +94,12 @@ def check_shift(trained: TaskSpec, evaluated: TaskSpec) -> None:
             f"has {kind[trained.is_pair]}", hint="evaluate on a task with the same kind of input")
 
 
-def run_config_for(config: BenchConfig, method: str, task: str, seed: int) -> RunConfig:
+def run_config_for(config: BenchConfig, method: str, task: str, seed: int,
+                   rule: str | None = None) -> RunConfig:
     """One run of `config`: names, split, method settings, every sweep value (the method's own
-    grid when none is given) and training settings checked; the pooling resolved (None: the way
-    the backbone was pretrained to pool)."""
+    grid when none is given; with `rule`, that rule's, swept on the method's model) and training
+    settings checked; the pooling resolved (None: the way the backbone was pretrained to
+    pool)."""
     from eebench.measure.flops import CONVENTIONS
     from eebench.models.backbones import resolve_pooling
     from eebench.run.execute import backbone_layers
@@ -81,13 +115,24 @@ def run_config_for(config: BenchConfig, method: str, task: str, seed: int) -> Ru
     if split == "train":
         raise UsageError("--split train: runs are evaluated on dev or test",
                          hint="the training split is what the model learns from")
-    sweep = config.sweeps.get(method)
-    if sweep is None:
-        sweep = m.default_sweep(backbone_layers(config.model), spec.is_regression,
-                                spec.num_labels)
-    for variant in m.variants(sweep):  # every sweep value checked before anything trains
-        for value in variant.values:
-            variant.method.exit_rule(value, spec.is_regression)
+    if rule is None:
+        sweep = config.sweeps.get(method)
+        if sweep is None:
+            sweep = m.default_sweep(backbone_layers(config.model), spec.is_regression,
+                                    spec.num_labels)
+        for variant in m.variants(sweep):  # every sweep value checked before anything trains
+            for value in variant.values:
+                variant.method.exit_rule(value, spec.is_regression)
+    else:
+        from eebench.rules.catalog import get_rule
+
+        kind = get_rule(rule)
+        sweep = config.sweeps.get(f"{m.name}+{kind.name}")
+        if sweep is None:
+            sweep = kind.default_sweep(backbone_layers(config.model), spec.is_regression,
+                                       spec.num_labels)
+        for value in sweep:
+            kind.check(value)
     train = config.training(spec, seed)
     if config.flops_convention not in CONVENTIONS:
         raise UsageError(f"unknown FLOPs convention {config.flops_convention!r}",
@@ -98,7 +143,8 @@ def run_config_for(config: BenchConfig, method: str, task: str, seed: int) -> Ru
     shifted = evaluated.name != spec.name
     return RunConfig(
         model=config.model, pooling=pooling, method=m.name, method_settings=m.settings,
-        task=evaluated.name, train_task=spec.name if shifted else None, split=split, seed=seed,
+        task=evaluated.name, train_task=spec.name if shifted else None, rule=rule, split=split,
+        seed=seed,
         sweep=[float(v) for v in sweep], train=train, max_seq_length=budget.max_seq_length,
         max_eval_samples=budget.max_eval_samples, flops_convention=config.flops_convention,
         timing=config.timing,

@@ -137,9 +137,9 @@ def load_run(path: Path) -> Run:
         where = f"{path / POINTS_FILE}:{n}"
         if p.main is None:
             raise DataError(f"{where}: no {p.main_metric} value (unlabelled splits are not scored)")
-        if p.task != config.task or p.method != config.method:
+        if p.task != config.task or p.method != config.label:
             raise DataError(
-                f"{where}: point for {p.method}/{p.task} in a run of {config.method}/{config.task}"
+                f"{where}: point for {p.method}/{p.task} in a run of {config.label}/{config.task}"
             )
     variants = files.summary.variants if files.summary is not None else []
     return Run(path=path, config=config, points=points, variants=variants)

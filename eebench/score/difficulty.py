@@ -154,7 +154,7 @@ def analyze(samples: Samples, value: float | None = None, top: int = 5) -> Diffi
     point = points[p]
     variant, logits = samples.variant_logits(p)
     if logits.shape[0] < 2:
-        raise UsageError(f"{samples.run.config.method}: its {variant.name} model has one exit; "
+        raise UsageError(f"{samples.run.config.label}: its {variant.name} model has one exit; "
                          "analyze needs a model with several (a joint method: deebert, pabee)")
     layers = samples.exit_layer[p].astype(np.int64)
     probs = softmax(logits[0])
@@ -181,7 +181,7 @@ def analyze(samples: Samples, value: float | None = None, top: int = 5) -> Diffi
     easiest = np.lexsort((-confidence, layers))[:top]
     hardest = np.lexsort((confidence, -layers))[:top]
     return Difficulty(
-        run=str(samples.run.path), method=samples.run.config.method, task=spec.name,
+        run=str(samples.run.path), method=samples.run.config.label, task=spec.name,
         split=point.split, seed=point.seed, sweep_param=point.sweep_param,
         sweep_value=point.sweep_value, default_point=value is None,
         mean_mflops=point.mean_mflops, full_mflops=max(q.mean_mflops for q in points),

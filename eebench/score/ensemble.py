@@ -58,7 +58,7 @@ def ensemble_point(run: Run) -> EnsemblePoint:
     metrics = compute_metrics(spec, pred, list(labels))
     deepest = max(run.points, key=lambda p: (p.avg_exit_layer, p.mean_flops))
     return EnsemblePoint(
-        task=spec.name, method=run.config.method, seed=run.config.seed,
+        task=spec.name, method=run.config.label, seed=run.config.seed,
         metrics={k: float(v) for k, v in metrics.items()}, main=float(metrics[spec.main_metric]),
         flops=float(deepest.mean_flops), n_exits=int(logits.shape[0]),
     )

@@ -144,7 +144,7 @@ def select(samples: Samples, consistency: float = 0.95, delta: float = 0.05,
                   "test": on_test(samples.prediction[chosen].astype(np.int64),
                                   samples.exit_layer[chosen])}
     return Selection(
-        run=str(samples.run.path), method=config.method, task=spec.name,
+        run=str(samples.run.path), method=config.label, task=spec.name,
         sweep_param=points[0].sweep_param, target=consistency, delta=delta, seed=seed,
         n_calibration=len(cal), n_test=len(test), steps=steps, chosen=picked,
         full={"test": on_test(full_pred, None)})

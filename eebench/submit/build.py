@@ -226,7 +226,7 @@ def _build(inputs: Sequence[str | Path], data_dir: Path | None, reference: Path 
 
     fill_quality(runs)  # the quality fields of runs written without them, from their arrays
     model = _one(runs, "models", lambda r: r.config.model)
-    method = _one(runs, "methods", lambda r: r.config.method)
+    method = _one(runs, "methods", lambda r: r.config.label)
     _one(runs, "method settings", lambda r: json.dumps(r.config.method_settings, sort_keys=True))
     convention = _one(runs, "FLOPs conventions", lambda r: r.config.flops_convention)
     pooling = _one(runs, "exit-head poolings", lambda r: r.config.pooling)

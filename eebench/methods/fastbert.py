@@ -1,0 +1,70 @@
+"""FastBERT (Liu et al., ACL 2020; autoliuweijie/FastBERT): self-distillation into per-layer
+students, exit when the normalised entropy is below the "speed".
+
+    head i  = its own pooler (from the pretrained pooler) -> dropout -> linear,   i = 1..L
+              (head L is the teacher)
+    stage 1:  train backbone + teacher on CE(teacher)
+    stage 2:  backbone and teacher frozen; students 1..L-1 trained on
+              sum_i KL(p_teacher || p_student_i),  p = softmax(logits), no labels used
+    infer:    exit at the first i with H(p_i) / ln C < speed   (the last exit always exits)
+
+Classification only (the entropy needs classes).
+"""
+
+from __future__ import annotations
+
+import copy
+from collections.abc import Sequence
+from typing import TYPE_CHECKING, Any
+
+from eebench.methods.base import EarlyExitMethod, Stage, exit_loss, register_method
+
+if TYPE_CHECKING:
+    import torch
+    from torch import nn
+
+    from eebench.models.multi_exit import ExitHeads
+
+
+@register_method("fastbert")
+class FastBERT(EarlyExitMethod):
+    paper = "Liu et al., FastBERT: a Self-distilling BERT with Adaptive Inference Time, ACL 2020"
+    description = ("a classifier per layer; students distilled from the last (teacher) on a "
+                   "frozen backbone; exit on normalised entropy")
+    rule = "normalized-entropy"
+    sweep_param = "speed"
+    supports_regression = False
+
+    def build_heads(self, config: Any, num_labels: int, num_layers: int, pooler: nn.Module
+                    ) -> ExitHeads:
+        from torch import nn
+
+        from eebench.models.multi_exit import ExitHead, ExitHeads
+
+        heads = [ExitHead(copy.deepcopy(pooler), config, num_labels) for _ in range(num_layers)]
+        return ExitHeads(nn.ModuleList(heads), tuple(range(1, num_layers + 1)))
+
+    def stages(self) -> list[Stage]:
+        return [
+            Stage("backbone", lambda m: [*m.backbone_parameters(), *m.heads[-1].parameters()],
+                  exits=(-1,)),
+            Stage("distillation", lambda m: [p for h in m.heads[:-1] for p in h.parameters()],
+                  exits=slice(None, -1)),
+        ]
+
+    def loss(self, exit_logits: Sequence[torch.Tensor], labels: torch.Tensor, stage: Stage,
+             is_regression: bool, step: int = 0) -> torch.Tensor:
+        self.check_regression(is_regression)
+        exits = stage.exit_indices(len(exit_logits))
+        if stage.name == "backbone":
+            return exit_loss(exit_logits[-1], labels, False)
+        return sum(distillation_loss(exit_logits[j], exit_logits[-1]) for j in exits)
+
+
+def distillation_loss(student: torch.Tensor, teacher: torch.Tensor) -> torch.Tensor:
+    """KL(p_teacher || p_student), batch mean, the teacher a fixed target (no gradient):
+    torch's KLDivLoss(log p_student, p_teacher), as the authors' code computes it."""
+    import torch.nn.functional as F
+
+    target = F.softmax(teacher.detach().float(), dim=-1)
+    return F.kl_div(F.log_softmax(student.float(), dim=-1), target, reduction="batchmean")

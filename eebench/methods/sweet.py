@@ -1,0 +1,49 @@
+"""SWEET (Rotem et al., ACL Findings 2023; schwartz-lab-NLP/SWEET): Separating Weights in Early
+Exit Transformers. Each exit's loss trains only the layers since the previous exit.
+
+    head i  = shared pooler (one module, from the pretrained pooler) -> dropout -> linear_i
+    train:    loss = sum_i CE_i; the hidden states passed on to the layers after exit i are
+              detached, so layers (exit_{i-1}, exit_i] learn only from CE_i (the shared pooler
+              learns from every exit)
+    infer:    exit at the first i with max softmax(logits_i) >= threshold (the last always exits)
+
+Classification only.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from typing import TYPE_CHECKING
+
+from eebench.methods.base import Stage, exit_loss, register_method
+from eebench.methods.pabee import PABEE
+
+if TYPE_CHECKING:
+    import torch
+
+    from eebench.models.multi_exit import Route
+
+
+@register_method("sweet")
+class SWEET(PABEE):
+    paper = ("Rotem et al., Finding the SWEET Spot: Analysis and Improvement of Adaptive "
+             "Inference in Low Resource Settings, ACL Findings 2023")
+    description = ("a classifier per layer; each exit's loss trains only its own block of "
+                   "layers (detached between exits); exit on max probability")
+    rule = "maxprob"
+    sweep_param = "threshold"
+    supports_regression = False
+
+    def loss(self, exit_logits: Sequence[torch.Tensor], labels: torch.Tensor, stage: Stage,
+             is_regression: bool, step: int = 0) -> torch.Tensor:
+        self.check_regression(is_regression)
+        return sum(exit_loss(exit_logits[j], labels, False)
+                   for j in stage.exit_indices(len(exit_logits)))
+
+    def route(self, stage: Stage, num_exits: int) -> Route:
+        return detach_after_exit
+
+
+def detach_after_exit(j: int, hidden: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
+    """Head j reads the hidden states with their gradient; the next layer reads them detached."""
+    return hidden, hidden.detach()

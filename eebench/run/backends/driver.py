@@ -1,0 +1,202 @@
+"""Running a grid's cells on an engine (Slurm through submitit, or Ray) from one driver.
+
+The driver settles what earlier commands left (a Slurm job still queued or running is waited for,
+not submitted again), skips finished cells, leaves failed ones alone unless asked to rerun them,
+hands the rest to the engine and retries the failures it is told to. Models and data are
+resolved here, once, before any cell starts: a bundled model is extracted by one process, not by
+every worker at the same time. The engines themselves (submitit, ray) are optional extras,
+imported only when a grid is run on them.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+from eebench.errors import EebenchError, UsageError
+from eebench.run.backends.cells import Cell, CellOutcome, WorkerOptions, read_error, status
+
+BACKENDS = ("local", "slurm", "ray")
+EXTRAS = {"slurm": ("submitit", "eebench[slurm]"), "ray": ("ray", "eebench[ray]")}
+
+
+@dataclass(frozen=True)
+class BackendOptions:
+    """How a grid runs (nothing here changes its results). None: not given."""
+
+    backend: str = "local"
+    max_parallel: int | None = None
+    retries: int | None = None
+    rerun_failed: bool = False
+    cpus_per_job: int | None = None
+    gpus_per_job: int | None = None
+    partition: str | None = None
+    time_limit: int | None = None  # minutes
+    account: str | None = None
+    slurm_options: dict[str, str] = field(default_factory=dict)
+    exclusive: bool = False
+    wait: bool = True
+    ray_address: str | None = None
+
+    # options that only one engine reads, by the flag that sets them
+    SLURM_ONLY = {"partition": "--partition", "time_limit": "--time-limit",
+                  "account": "--account", "slurm_options": "--slurm-option",
+                  "exclusive": "--exclusive", "wait": "--no-wait"}
+    RAY_ONLY = {"ray_address": "--ray-address"}
+    ENGINE_ONLY = {"max_parallel": "--max-parallel", "retries": "--retries",
+                   "rerun_failed": "--rerun-failed", "cpus_per_job": "--cpus-per-job",
+                   "gpus_per_job": "--gpus-per-job"}
+
+
+def check_options(opts: BackendOptions) -> None:
+    """Refuse, in one line, an option the chosen backend would silently ignore."""
+    if opts.backend not in BACKENDS:
+        raise UsageError(f"unknown backend {opts.backend!r}", hint=f"choose from: "
+                         f"{', '.join(BACKENDS)}")
+    default = BackendOptions()
+    foreign = {"local": {**BackendOptions.RAY_ONLY, **BackendOptions.SLURM_ONLY,
+                         **BackendOptions.ENGINE_ONLY},
+               "slurm": BackendOptions.RAY_ONLY, "ray": BackendOptions.SLURM_ONLY}[opts.backend]
+    for name, flag in foreign.items():
+        if getattr(opts, name) != getattr(default, name):
+            where = ("slurm" if name in BackendOptions.SLURM_ONLY else
+                     "ray" if name in BackendOptions.RAY_ONLY else "slurm or ray")
+            raise UsageError(f"{flag} does not apply to --backend {opts.backend}",
+                             hint=f"it is an option of --backend {where}")
+
+
+def engine_missing(backend: str) -> EebenchError:
+    module, extra = EXTRAS[backend]
+    return EebenchError(f"--backend {backend} needs the package {module}, which is not "
+                        "installed", hint=f"pip install '{extra}'")
+
+
+def require_engine(backend: str) -> None:
+    """The engine's package is importable (checked before models and data are prepared)."""
+    import importlib
+
+    try:
+        importlib.import_module(EXTRAS[backend][0])
+    except ImportError:
+        raise engine_missing(backend) from None
+
+
+def prepare(cells: list[Cell], data_dir: Path | None) -> None:
+    """Resolve models and data once, in the driver: a bundled model is extracted into the cache,
+    a hub model's files and a hub task's splits downloaded, before any worker needs them."""
+    from eebench.models.backbones import load_tokenizer, resolve_backbone
+    from eebench.tasks.loaders import load_split
+
+    for model in dict.fromkeys(c.config.model for c in cells):
+        resolve_backbone(model)
+        load_tokenizer(model)
+    if data_dir is None:  # from the hub: once here, then from its cache
+        needed = dict.fromkeys(
+            pair for c in cells for rc in (*c.runs, *c.in_domain)
+            for pair in ((rc.trained_on, "train"), (rc.trained_on, "dev"), (rc.task, rc.split)))
+        for task, split in needed:
+            load_split(task, split, None)
+
+
+@dataclass
+class Handle:
+    """A cell handed to an engine: its attempt, and the engine's own reference."""
+
+    cell: Cell
+    attempt: int
+    ref: Any = None
+    job: str | None = None
+
+
+class Engine:
+    """What a backend does: settle earlier submissions, start cells, wait for them."""
+
+    name = "engine"
+
+    def __init__(self, opts: BackendOptions, worker: WorkerOptions,
+                 say: Callable[[str], None]) -> None:
+        self.opts, self.worker, self.say = opts, worker, say
+
+    def collect(self, cells: list[Cell]) -> dict[str, Handle]:
+        """Cells an earlier command's jobs still hold (queued or running), by key."""
+        return {}
+
+    def start(self, handles: list[Handle]) -> None:
+        raise NotImplementedError
+
+    def wait(self, handles: list[Handle]) -> dict[str, CellOutcome]:
+        raise NotImplementedError
+
+    def close(self) -> None:
+        """Release what the engine started (a local Ray cluster)."""
+
+
+def open_engine(opts: BackendOptions, worker: WorkerOptions,
+                say: Callable[[str], None]) -> Engine:
+    if opts.backend == "slurm":
+        from eebench.run.backends.slurm import SlurmEngine
+
+        return SlurmEngine(opts, worker, say)
+    if opts.backend == "ray":
+        from eebench.run.backends.ray import RayEngine
+
+        return RayEngine(opts, worker, say)
+    raise UsageError(f"--backend {opts.backend} does not run through an engine")
+
+
+def run_cells(cells: list[Cell], opts: BackendOptions, worker: WorkerOptions,
+              say: Callable[[str], None]) -> list[CellOutcome]:
+    """Every cell's outcome, in the grid's order. Blocks until each cell ran (or, with
+    `wait=False`, until every cell to run is submitted)."""
+    engine = open_engine(opts, worker, say)
+    try:
+        return _drive(engine, cells, opts, worker, say)
+    finally:
+        engine.close()
+
+
+def _drive(engine: Engine, cells: list[Cell], opts: BackendOptions, worker: WorkerOptions,
+           say: Callable[[str], None]) -> list[CellOutcome]:
+    running = engine.collect(cells)
+    outcomes: dict[str, CellOutcome] = {}
+    todo: list[Handle] = []
+    for cell in cells:
+        if cell.key in running:
+            continue
+        state = "todo" if worker.overwrite else status(cell, worker.out)
+        if state == "done":
+            outcomes[cell.key] = CellOutcome(cell.key, "done")
+        elif state == "failed" and not opts.rerun_failed:
+            error = read_error(cell, worker.out) or {}
+            outcomes[cell.key] = CellOutcome(cell.key, "skipped", error=error.get("error"))
+        else:
+            todo.append(Handle(cell, 1))
+    if todo:
+        engine.start(todo)
+        say(f"{engine.name}: {len(todo)} cell(s) started"
+            + (f", {len(running)} still running from before" if running else ""))
+    if not opts.wait:
+        for h in todo:
+            outcomes[h.cell.key] = CellOutcome(h.cell.key, "submitted", h.attempt, job=h.job)
+        for key, h in running.items():
+            outcomes[key] = CellOutcome(key, "running", h.attempt, job=h.job)
+        return [outcomes[c.key] for c in cells]
+    results = engine.wait([*running.values(), *todo])
+    retries = opts.retries or 0
+    attempts = {h.cell.key: h.attempt for h in [*running.values(), *todo]}
+    while True:
+        again = [Handle(c, attempts[c.key] + 1) for c in cells
+                 if c.key in results and results[c.key].status == "failed"
+                 and not results[c.key].engine_retried and attempts[c.key] <= retries]
+        if not again:
+            break
+        for h in again:
+            attempts[h.cell.key] = h.attempt
+            say(f"retrying {h.cell.key} (attempt {h.attempt} of {retries + 1}): "
+                f"{results[h.cell.key].error}")
+        engine.start(again)
+        results.update(engine.wait(again))
+    outcomes.update(results)
+    return [outcomes[c.key] for c in cells]

@@ -1,0 +1,116 @@
+"""What a grid would do (`eebench run --dry-run`): each cell's status and what it would cost.
+
+The cost is what can be known before running, and no more: the optimizer steps each model of the
+cell would take (`ceil(samples / batch) x epochs`, summed over the method's stages and the models
+it trains; a finished checkpoint would be reused and cost nothing, which is not checked here), and,
+where a run of the same model, method and task has finished under the same `--out`, its recorded
+wall time as a rough estimate.
+"""
+
+from __future__ import annotations
+
+import math
+from dataclasses import asdict, dataclass
+from functools import cache
+from pathlib import Path
+from typing import Any
+
+from eebench.errors import DataError, EebenchError
+from eebench.io import read_json
+from eebench.run import artifacts as R
+from eebench.run.backends.cells import Cell, cell_dir, read_error, status
+
+
+@dataclass
+class PlannedCell:
+    method: str  # the method, and method+rule for the other rules swept on its model
+    task: str
+    seed: int
+    key: str
+    # done, failed, todo, damaged (a finished run whose files do not match its summary), or
+    # submitted (a Slurm job of an earlier command holds it)
+    status: str
+    train_steps: int | None  # None: the training split's size is unknown without loading it
+    estimate_seconds: float | None  # a finished run's recorded wall time (its own, or a sibling's)
+    estimate_from: str | None  # the key of that run
+    error: str | None = None
+    run_dir: str = ""
+
+    def as_dict(self) -> dict[str, Any]:
+        return asdict(self)
+
+
+def plan(cells: list[Cell], out: Path, data_dir: Path | None,
+         submitted: set[str] | None = None) -> list[PlannedCell]:
+    rows = []
+    for cell in cells:
+        error = None
+        try:
+            state: str = status(cell, out)
+        except DataError as e:  # a damaged finished run: listed, and the real run refuses it
+            state, error = "damaged", e.message
+        if state == "todo" and submitted and cell.key in submitted:
+            state = "submitted"
+        if state == "failed":
+            error = str((read_error(cell, out) or {}).get("error"))
+        seconds, source = _estimate(cell, out)
+        rc = cell.config
+        rows.append(PlannedCell(
+            cell.label, rc.task, rc.seed, cell.key, state, train_steps(cell, data_dir), seconds,
+            source, error, str(cell_dir(cell, out))))
+    return rows
+
+
+def train_steps(cell: Cell, data_dir: Path | None) -> int | None:
+    """Optimizer steps to train every model of the cell (its other rules' runs and its in-domain
+    twins read the same training, counted once)."""
+    from eebench.methods.base import get_method
+
+    rc = cell.config
+    train = rc.train
+    n = train.max_train_samples
+    size = _train_size(rc.trained_on, str(data_dir) if data_dir else None)
+    if size is not None:
+        n = size if n is None else min(n, size)
+    if n is None:
+        return None
+    per_epoch = math.ceil(n / train.batch_size)
+    steps = 0
+    for variant in get_method(rc.method, **rc.method_settings).variants(rc.sweep):
+        for stage in variant.method.stages():
+            steps += per_epoch * train.for_stage(stage.name, heads_only=False).epochs
+    return steps
+
+
+@cache
+def _train_size(task: str, data_dir: str | None) -> int | None:
+    """Rows of the task's training split from a local TSV directory (None from the hub: a dry run
+    downloads nothing)."""
+    if data_dir is None:
+        return None
+    from eebench.tasks.loaders import load_split
+
+    try:
+        return len(load_split(task, "train", Path(data_dir)))
+    except EebenchError:  # a dry run reports what it cannot know; the real run says why
+        return None
+
+
+def _estimate(cell: Cell, out: Path) -> tuple[float | None, str | None]:
+    """The cell's own recorded wall time when it is done, else the latest finished sibling's
+    (same model, method and task, another seed or setting)."""
+    here = cell_dir(cell, out)
+    candidates = [here] + sorted((p for p in here.parent.glob("*") if p != here),
+                                 key=lambda p: p.stat().st_mtime, reverse=True)
+    for run_dir in candidates:
+        summary = run_dir / R.SUMMARY_FILE
+        if not summary.is_file():
+            continue
+        try:
+            data = read_json(summary)
+        except EebenchError:  # a damaged sibling gives no estimate
+            continue
+        seconds = data.get("wall_seconds") if isinstance(data, dict) else None
+        if isinstance(seconds, (int, float)):
+            return float(seconds), run_dir.name
+    return None, None

@@ -1,0 +1,86 @@
+"""Cells as Ray core tasks (not Tune): one task per cell, `num_cpus`/`num_gpus` each.
+
+With `--ray-address` the driver attaches to a running cluster, whose workers must see the same
+`--out`, `--checkpoints` and data paths (shared storage); otherwise it starts a local cluster for
+the command, bound to loopback, without the dashboard, and stops it at the end. A task whose
+worker process dies (killed, out of memory, a lost node) is re-run by Ray itself up to
+`--retries` times (`max_retries`); a cell that raises is retried by the driver. At most
+`--max-parallel` cells are in flight at once (default: as many as the cluster's resources allow).
+"""
+
+from __future__ import annotations
+
+import os
+from collections import deque
+from typing import Any
+
+from eebench.errors import EebenchError
+from eebench.run.backends.cells import CellOutcome, cell_dir, one_line, run_cell, write_error
+from eebench.run.backends.driver import Engine, Handle, engine_missing
+
+# A local cluster: loopback only, no dashboard, no usage report, workers' logs not echoed.
+LOCAL_CLUSTER = {"include_dashboard": False, "_node_ip_address": "127.0.0.1",
+                 "log_to_driver": False, "configure_logging": False}
+
+
+class RayEngine(Engine):
+    name = "ray"
+
+    def __init__(self, *args: Any) -> None:
+        super().__init__(*args)
+        try:
+            import ray
+        except ImportError:
+            raise engine_missing("ray") from None
+        self.ray = ray
+        self.started = False
+        if not ray.is_initialized():
+            os.environ.setdefault("RAY_USAGE_STATS_ENABLED", "0")
+            try:
+                if self.opts.ray_address:
+                    ray.init(address=self.opts.ray_address, log_to_driver=False)
+                else:
+                    ray.init(**LOCAL_CLUSTER)
+            except (ConnectionError, RuntimeError, ValueError, TimeoutError) as e:
+                where = self.opts.ray_address or "a local cluster"
+                raise EebenchError(f"--backend ray: cannot start or reach {where}: "
+                                   f"{one_line(e)[:300]}") from None
+            self.started = True
+        self.task = ray.remote(run_cell).options(
+            num_cpus=self.opts.cpus_per_job or 1, num_gpus=self.opts.gpus_per_job or 0,
+            max_retries=self.opts.retries or 0, retry_exceptions=False)
+
+    def start(self, handles: list[Handle]) -> None:
+        """Nothing yet: tasks are submitted as slots free, while waiting."""
+
+    def wait(self, handles: list[Handle]) -> dict[str, CellOutcome]:
+        queue = deque(handles)
+        limit = self.opts.max_parallel or len(handles)
+        in_flight: dict[Any, Handle] = {}
+        outcomes: dict[str, CellOutcome] = {}
+        while queue or in_flight:
+            while queue and len(in_flight) < limit:
+                h = queue.popleft()
+                in_flight[self.task.remote(h.cell, self.worker, h.attempt)] = h
+            done, _ = self.ray.wait(list(in_flight), num_returns=1)
+            for ref in done:
+                h = in_flight.pop(ref)
+                outcomes[h.cell.key] = self._outcome(ref, h)
+        return outcomes
+
+    def _outcome(self, ref: Any, h: Handle) -> CellOutcome:
+        try:
+            return self.ray.get(ref)
+        except Exception as e:  # the task could not finish: Ray's own errors
+            # A dead worker was already re-run max_retries times by Ray; an error raised in
+            # the task itself (RayTaskError) was not.
+            retried = not isinstance(e, self.ray.exceptions.RayTaskError)
+            error = f"ray task failed: {one_line(e)[:300]}"
+            run_dir = cell_dir(h.cell, self.worker.out)
+            write_error(run_dir, error, type(e).__name__, h.attempt, self.name, str(e))
+            return CellOutcome(h.cell.key, "failed", h.attempt, error=error,
+                               run_dir=str(run_dir), engine_retried=retried)
+
+    def close(self) -> None:
+        if self.started:
+            self.ray.shutdown()
