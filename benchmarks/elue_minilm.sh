@@ -10,9 +10,20 @@ WORKERS=${2:-$(nproc)}
 CONFIG=benchmarks/elue-minilm.toml
 ELUE_TASKS=(elue-sst2 elue-mrpc elue-stsb elue-scitail elue-imdb)
 
+# static, DeeBERT and PABEE on every task of the config
 for _ in $(seq "$WORKERS"); do
-  OMP_NUM_THREADS=1 eebench run --config "$CONFIG" --data-dir "$DATA_DIR" &
+  OMP_NUM_THREADS=1 eebench run --config "$CONFIG" --data-dir "$DATA_DIR" \
+    --method static --method deebert --method pabee &
   sleep 5  # the first worker claims its run; the next one takes the next
+done
+wait
+
+# the field's other methods on GLUE SST-2, ELUE MRPC and SciTail
+for _ in $(seq "$WORKERS"); do
+  OMP_NUM_THREADS=1 eebench run --config "$CONFIG" --data-dir "$DATA_DIR" \
+    --method maxprob --method fastbert --method pcee --method elasticbert --method sweet \
+    --method berxit --task sst2 --task elue-mrpc --task elue-scitail &
+  sleep 5
 done
 wait
 

@@ -97,7 +97,7 @@ def test_init_files_only_re_export():
                 assert node.name == "__getattr__", f"{path}: function {node.name}"
 
 
-@pytest.mark.parametrize("command", ["methods", "backbones"])
+@pytest.mark.parametrize("command", ["methods", "backbones", "rules"])
 def test_listings_do_not_import_torch(command):
     """`eebench methods` / `backbones` read the registries without importing torch (or
     transformers, or pandas): a listing is data."""

@@ -345,3 +345,41 @@ def test_cli_lists_the_methods():
         "regression_threshold": 0.1, "loss_weights": "layer", "shared_pooler": True}
     table = CliRunner().invoke(app, ["methods"])
     assert table.exit_code == 0 and "pabee" in table.output
+    field = {"maxprob", "fastbert", "berxit", "pcee", "elasticbert", "sweet"}
+    assert len(rows) >= 9 and field <= set(rows)
+    assert {n: rows[n]["rule"] for n in ("deebert", "pabee", "maxprob", "berxit")} == {
+        "deebert": "entropy", "pabee": "patience", "maxprob": "calibrated-maxprob",
+        "berxit": "learned"}
+    assert rows["berxit"]["provides"] == ["exit-score"]
+    assert rows["berxit"]["supports_regression"] is True
+
+
+def test_cli_lists_the_rules_and_what_each_needs():
+    result = CliRunner().invoke(app, ["rules", "--json"])
+    assert result.exit_code == 0, result.output
+    rows = {r["name"]: r for r in json.loads(result.stdout)}
+    assert set(rows) == {"entropy", "normalized-entropy", "maxprob", "calibrated-maxprob",
+                         "patience", "confident-patience", "learned"}
+    assert rows["calibrated-maxprob"]["needs"] == ["classes", "temperatures"]
+    assert rows["learned"]["needs"] == ["exit-score"] and rows["patience"]["needs"] == []
+    assert rows["patience"]["supports_regression"] and not rows["entropy"]["supports_regression"]
+    assert set(rows["entropy"]["default_for"]) == {"deebert", "elasticbert"}
+    # every method's own rule is a registered one
+    for name in METHODS.names():
+        method = get_method(name)
+        assert method.rule == "" or method.rule in rows, name
+    table = CliRunner().invoke(app, ["rules"])
+    assert table.exit_code == 0 and "confident-patience" in table.output
+
+
+def test_a_pair_sweep_value_is_patience_plus_threshold():
+    from eebench.rules.catalog import get_rule, split_pair
+
+    assert split_pair(2.333333) == (2, 0.333333)
+    kind = get_rule("confident-patience")
+    assert kind.label(1.5) == "patience=1,threshold=0.5"
+    grid = kind.default_sweep(6, False, 2)
+    assert len(grid) == 27 and grid[0] == pytest.approx(1 + 1 / 18, abs=1e-6)
+    for bad in (0.5, -1.0):  # patience 0; a negative one
+        with pytest.raises(UsageError):
+            kind.check(bad)

@@ -210,8 +210,8 @@ class Patience(RuleKind):
         return PatienceRule(int(value), tau)
 
 
-PAIR_THRESHOLDS = tuple(round(0.1 * k, 1) for k in range(1, 10))
-PAIR_PATIENCES = (1, 2, 3)
+PAIR_THRESHOLDS = tuple(k / 18 for k in range(1, 10))  # PCEE-BERT's scripts: 1/18 .. 9/18
+PAIR_PATIENCES = (1, 2, 3)  # their scripts use 2
 
 
 def split_pair(value: float) -> tuple[int, float]:
