@@ -62,9 +62,17 @@ FIGURES = ROOT / "docs" / "figures" / "results"
 REFERENCE = ROOT / "leaderboard" / "references" / "minilm-l6-static.json"
 SUBMISSIONS = ROOT / "leaderboard" / "submissions"
 START, END = "<!-- generated:start -->", "<!-- generated:end -->"
-METHOD_ORDER = ("static", "deebert", "pabee")
-SETTING = {"layers": "k", "threshold": "entropy <", "patience": "patience"}
-PAIRS = (("pabee", "static"), ("deebert", "static"), ("pabee", "deebert"))
+CLASSIC = ("static", "deebert", "pabee")  # on every task of the config
+# the field's other methods, on these tasks (benchmarks/elue_minilm.sh)
+FIELD = ("maxprob", "fastbert", "pcee", "elasticbert", "sweet", "berxit")
+FIELD_TASKS = ("sst2", "elue-mrpc", "elue-scitail")
+METHOD_ORDER = CLASSIC + FIELD
+# how a point's setting reads, by the rule it was swept with
+SETTING = {"entropy": "entropy <", "normalized-entropy": "H/ln C <", "maxprob": "max p ≥",
+           "calibrated-maxprob": "max p(z/T) ≥", "learned": "exit score <",
+           "patience": "patience"}
+PAIRS = (("pabee", "static"), ("deebert", "static"), ("pabee", "deebert"),
+         *((m, "deebert") for m in FIELD))
 N_RESAMPLES = 2000
 
 # The page between the markers. Paragraphs are wrapped here and unwrapped on the page (see
@@ -163,8 +171,11 @@ def finished_runs(root: Path):
 
 
 def expected_jobs(cfg: dict) -> int:
+    from eebench.methods.base import get_method
+
     return sum(len(cfg["seeds"]) for task in cfg["tasks"] for method in cfg["methods"]
-               if not (method == "deebert" and get_task(task).is_regression))
+               if (method in CLASSIC or task in FIELD_TASKS)
+               and (get_method(method).supports_regression or not get_task(task).is_regression))
 
 
 def pending(runs, rel) -> str:
@@ -315,6 +326,21 @@ def pabee_table(points, tasks: list[str]) -> str:
     return markdown(rows, "lrrrll")
 
 
+def setting(label: str, value: float) -> str:
+    """A point's sweep value as the table shows it: "entropy < 0.035", "patience 2", "k 3"."""
+    from eebench.methods.base import get_method
+    from eebench.rules.catalog import get_rule
+
+    method, _, rule = label.partition("+")
+    if not (rule or get_method(method).rule):
+        return f"k {value:g}"  # static: one model per k
+    kind = get_rule(rule or get_method(method).rule)
+    if kind.name in SETTING:
+        shown = f"{value:g}" if kind.sweep_param == "patience" else f"{value:.3f}"
+        return f"{SETTING[kind.name]} {shown}"
+    return kind.label(value)
+
+
 def task_section(tr, points: pd.DataFrame, runs: pd.DataFrame, ensembles: pd.DataFrame) -> str:
     """Every seed-averaged point of one task and each method's ensemble, with its figure."""
     metric = tr.main_metric
@@ -331,8 +357,7 @@ def task_section(tr, points: pd.DataFrame, runs: pd.DataFrame, ensembles: pd.Dat
     full = full_models(points)
     full_mflops = full.at[tr.task, "mflops"] if tr.task in full.index else points.mflops.max()
     rows = [{"method": p.method,
-             "setting": f"{SETTING.get(p.sweep_param, p.sweep_param)} " + (
-                 f"{p.sweep_value:.3f}" if p.sweep_param == "threshold" else f"{p.sweep_value:g}"),
+             "setting": setting(p.method, p.sweep_value),
              f"{metric} (mean ± std)": pm(p.main, p.main_std, p.n_seeds),
              "MFLOPs": f"{p.mflops:.1f}", "speed-up": f"{full_mflops / p.mflops:.2f}×",
              "avg exit layer": f"{p.avg_exit_layer:.2f}",
@@ -403,7 +428,7 @@ def main() -> None:
 
     SUBMISSIONS.mkdir(parents=True, exist_ok=True)
     for m in methods:
-        dirs = [r.path for r in rel if r.config.method == m]
+        dirs = [r.path for r in rel if r.config.label == m]
         sub = build_submission(dirs, data_dir=args.data_dir, reference=REFERENCE,
                                name=f"MiniLM-L6 {m} (CPU)")
         write_submission(sub, SUBMISSIONS / f"minilm-l6-{m}.json")
