@@ -12,6 +12,7 @@ from typer.testing import CliRunner
 
 from eebench.cli import app
 from eebench.errors import DataError
+from eebench.methods.base import METHODS, get_method
 from eebench.run import artifacts as R
 from tests import tiny
 
@@ -305,3 +306,56 @@ def test_a_test_split_run_holds_no_labels(tmp_path, backbone, data_dir):
     arrays, points = found["test"]
     assert "labels" not in arrays and arrays["prediction"].shape[1] == 12
     assert not any(p.metrics for p in points) and all(p.main is None for p in points)
+
+
+FIELD = [m for m in METHODS.names() if len(get_method(m).variants([1.0, 2.0])) == 1]
+
+
+@pytest.mark.parametrize("method", FIELD)
+def test_every_method_runs_end_to_end_with_no_disagreement(tmp_path, backbone, data_dir, method):
+    """A tiny run of every method that puts its exits on one model: every sweep value's real
+    batched dynamic inference decided exactly as the one-pass simulation."""
+    out = _run(tmp_path, backbone, data_dir, "--method", method, "--max-train-samples", "40")
+    points = out["points"]
+    assert points and all(p["method"] == method for p in points)
+    assert [p["disagreements"] for p in points] == [0] * len(points)
+    # (tests/test_evaluate.py checks the agreement where exits are mixed, with confident heads)
+
+
+def test_two_rules_on_one_trained_model_in_one_pass(tmp_path, backbone, data_dir):
+    """`--rule` sweeps other rules on the method's model: one training, one pass over the split,
+    a run directory per rule, labelled method+rule; a rule the model cannot serve is refused."""
+    args = ["run", "--task", "rte", "--model", str(backbone), "--data-dir", str(data_dir),
+            "--max-train-samples", "32", "--epochs", "1", "--max-seq-length", "48",
+            "--max-eval-samples", "20", "--time-samples", "6", "--out", str(tmp_path / "runs"),
+            "--checkpoints", str(tmp_path / "ckpt"), "--json", "--method", "pabee"]
+    result = runner.invoke(app, [*args, "--rule", "entropy", "--rule", "maxprob"])
+    assert result.exit_code == 0, result.output
+    runs = {o["points"][0]["method"]: o for o in json.loads(result.stdout)}
+    assert set(runs) == {"pabee", "pabee+entropy", "pabee+maxprob"}
+    assert result.stderr.count("full pass") <= 1  # progress is transient; the log line counts
+    assert result.stderr.count("one pass over 20 samples: sweeping pabee, pabee+entropy, "
+                               "pabee+maxprob") == 1
+    assert len(list((tmp_path / "ckpt").rglob("model.safetensors"))) == 1  # trained once
+    for label, o in runs.items():
+        run_dir = Path(o["run_dir"])
+        assert run_dir.parent.parent.name == label
+        cfg = R.RunConfig.model_validate_json((run_dir / R.CONFIG_FILE).read_text())
+        assert cfg.label == label and cfg.rule == (label.partition("+")[2] or None)
+        assert all(p["disagreements"] == 0 for p in o["points"])
+    entropy = runs["pabee+entropy"]["points"]
+    assert {p["sweep_param"] for p in entropy} == {"threshold"} and len(entropy) == 21
+    # the same exit logits: the rules read one pass
+    logits = {label: load_file(str(Path(o["run_dir"]) / R.PREDICTIONS_FILE))["exit_logits"]
+              for label, o in runs.items()}
+    np.testing.assert_array_equal(logits["pabee"], logits["pabee+entropy"])
+    np.testing.assert_array_equal(logits["pabee"], logits["pabee+maxprob"])
+    # a rerun finds all three done; a rule the model cannot serve is refused in one line
+    again = runner.invoke(app, [*args, "--rule", "entropy", "--rule", "maxprob"])
+    assert again.exit_code == 0 and again.stderr.count("already done") == 3
+    refused = runner.invoke(app, [*args, "--rule", "calibrated-maxprob"])
+    assert refused.exit_code == 2
+    assert refused.stderr.strip().splitlines() == [
+        "error: rule 'calibrated-maxprob' needs a temperature per exit, fit after training "
+        "(trained by: maxprob): pabee on rte has none (hint: `eebench rules` lists what each "
+        "rule needs)"]

@@ -1,6 +1,6 @@
 """Results are data: the files of a run directory, each with its own schema_version.
 
-A run directory `runs/<model>/<method>/<task>/<config-hash>/` holds
+A run directory `runs/<model>/<method>[+<rule>]/<task>/<config-hash>/` holds
 
 - `config.json`        RunConfig: everything that determines the results (its hash names the dir)
 - `env.json`           hardware and software versions (written by eebench.measure.env)
