@@ -16,7 +16,9 @@ sweep is a grid of (patience, threshold) pairs, each written as one number patie
 
 from __future__ import annotations
 
-from eebench.methods.base import register_method
+from typing import Literal
+
+from eebench.methods.base import MethodSettings, register_method
 from eebench.methods.pabee import PABEE
 
 
@@ -29,3 +31,7 @@ class PCEE(PABEE):
     rule = "confident-patience"
     sweep_param = "patience+threshold"
     supports_regression = False
+
+    class Settings(MethodSettings):  # PABEE's, less its regression threshold (no regression)
+        loss_weights: Literal["layer", "equal", "descending"] = "layer"
+        shared_pooler: bool = True

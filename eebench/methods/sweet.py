@@ -15,7 +15,7 @@ from __future__ import annotations
 from collections.abc import Sequence
 from typing import TYPE_CHECKING
 
-from eebench.methods.base import Stage, exit_loss, register_method
+from eebench.methods.base import MethodSettings, Stage, exit_loss, register_method
 from eebench.methods.pabee import PABEE
 
 if TYPE_CHECKING:
@@ -33,6 +33,9 @@ class SWEET(PABEE):
     rule = "maxprob"
     sweep_param = "threshold"
     supports_regression = False
+
+    class Settings(MethodSettings):  # its loss is its own: of PABEE's settings, the pooler's
+        shared_pooler: bool = True  # the authors' one BERT pooler for every exit
 
     def loss(self, exit_logits: Sequence[torch.Tensor], labels: torch.Tensor, stage: Stage,
              is_regression: bool, step: int = 0) -> torch.Tensor:
