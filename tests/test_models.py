@@ -41,7 +41,8 @@ def _stepwise(model: MultiExitModel, ids, mask, types) -> torch.Tensor:
     for i in range(model.num_layers):
         h = model.layer(i, h, m)
         if i + 1 in model.exit_layers:
-            out.append(model.head(model.exit_layers.index(i + 1), h, mask))
+            logits, signals = model.head_outputs(model.exit_layers.index(i + 1), h, mask)
+            out.append(torch.cat([logits, *(v[:, None] for v in signals.values())], dim=-1))
     return torch.stack(out)
 
 
@@ -53,7 +54,8 @@ def test_stepwise_forward_equals_forward(method, pooling):
     with torch.no_grad():
         full = model(ids, mask, types)
         steps = _stepwise(model, ids, mask, types)
-    assert full.shape == (model.num_exits, 2, 2)
+    # the logits, then a column per signal the heads give (BERxiT's exit score)
+    assert full.shape == (model.num_exits, 2, 2 + len(model.signal_names))
     assert torch.equal(full, steps)
 
 

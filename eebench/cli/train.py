@@ -1,7 +1,9 @@
 """`eebench train`: fine-tune one method on one task and write a resumable checkpoint.
 
 The checkpoint lands in `<out>/<model>/<method>/<task>/<config-hash>/`. Rerunning the same
-command resumes an interrupted run, or returns at once when it has finished.
+command resumes an interrupted run, or returns at once when it has finished. `--processes N`
+trains as one job over N local processes (eebench.train.distributed); so does the command under
+`accelerate launch`, where only the main process prints.
 """
 
 from __future__ import annotations
@@ -111,6 +113,12 @@ def train_command(
     ] = D.save_every,
     out: Annotated[Path, typer.Option("--out", help="Checkpoint root directory.")
                    ] = Path("checkpoints"),
+    device: Annotated[str | None, typer.Option(
+        "--device", help="cpu, cuda, cuda:N or mps (default: cuda when there is one, else cpu).",
+        show_default=False)] = None,
+    processes: Annotated[int, typer.Option(
+        "--processes", help="Train as one job over N local processes (one GPU each on CUDA, "
+        "gloo on CPU); --batch-size stays the global batch and must split over them.")] = 1,
     overwrite: Annotated[bool, typer.Option(
         "--overwrite", help="Delete an existing checkpoint of this configuration first.")
     ] = False,
@@ -133,33 +141,74 @@ def train_command(
                   "weight_decay": weight_decay, "max_train_samples": max_train_samples,
                   "precision": precision, "group_by_length": group_by_length,
                   "eval_every": eval_every, "save_every": save_every,
-                  "stage_overrides": parse_stage_overrides(stage or [])},
+                  "stage_overrides": parse_stage_overrides(stage or []),
+                  **({"device": device} if device is not None else {})},
     })
     spec = get_task(task)
     m = get_method(method, **config.methods_settings.get(method, {}))
     m.check_task(spec)
     cfg = config.training(spec, config.train.seed)
+    _check_processes(processes, cfg)
     out_dir(out, "checkpoints")
     _run(m, spec, model, resolve_pooling(model, config.pooling), resolve_data_dir(data_dir), cfg,
-         out, overwrite, json_out)
+         out, overwrite, json_out, processes)
+
+
+def _check_processes(processes: int, cfg: TrainConfig) -> None:
+    """`--processes N`: refused in one line where the batch size or the device cannot run it,
+    and inside a job that a launcher started already."""
+    from eebench.train import distributed
+
+    distributed.check_launch(processes, cfg.batch_size, cfg.device)
+    launched = distributed.launched_processes()
+    if processes > 1 and launched > 1:
+        raise UsageError(f"--processes {processes} inside a job of {launched} processes that a "
+                         f"launcher started", hint="give the number to one of them, not both")
+
+
+def train_process(method: str, settings: dict[str, Any], task: str, model: str, pooling: str,
+                  data_dir: Path | None, cfg: TrainConfig, out: Path, overwrite: bool) -> str:
+    """One process of `eebench train --processes N`: it loads the splits and trains its part of
+    each batch (the main process prints the progress); returns the checkpoint directory."""
+    from eebench.methods.base import get_method
+    from eebench.tasks.loaders import load_split
+    from eebench.tasks.spec import get_task
+    from eebench.train.distributed import is_main_process
+    from eebench.train.loop import train
+
+    spec = get_task(task)
+    path = train(get_method(method, **settings), spec, model, load_split(spec, "train", data_dir),
+                 load_split(spec, "dev", data_dir), cfg, out,
+                 console=err_console if is_main_process() else None, overwrite=overwrite,
+                 pooling=pooling)
+    return str(path)
 
 
 def _run(method, spec, model: str, pooling: str, data_dir: Path | None, cfg: TrainConfig,
-         out: Path, overwrite: bool, json_out: bool) -> None:
+         out: Path, overwrite: bool, json_out: bool, processes: int = 1) -> None:
     from eebench.tasks.loaders import load_split
+    from eebench.train import distributed
     from eebench.train.checkpoint import read_state
     from eebench.train.loop import train
 
+    main = distributed.is_main_process()  # under a launcher, only the main process prints
     train_examples = load_split(spec, "train", data_dir)
     dev_examples = load_split(spec, "dev", data_dir)
-    err_console.print(f"[bold]{method.name}[/] on [bold]{spec.title}[/]: "
-                      f"{min(len(train_examples), cfg.max_train_samples or len(train_examples))} "
-                      f"train / {len(dev_examples)} dev examples, model {model} "
-                      f"({pooling} pooling)")
+    n_train = min(len(train_examples), cfg.max_train_samples or len(train_examples))
+    if main:
+        err_console.print(f"[bold]{method.name}[/] on [bold]{spec.title}[/]: {n_train} train / "
+                          f"{len(dev_examples)} dev examples, model {model} ({pooling} pooling)"
+                          + (f", {processes} processes" if processes > 1 else ""))
     start = time.perf_counter()
-    path = train(method, spec, model, train_examples, dev_examples, cfg, out,
-                 console=err_console, overwrite=overwrite, pooling=pooling)
+    if processes > 1:
+        path = Path(distributed.launch(processes, train_process, method.name, method.settings,
+                                       spec.name, model, pooling, data_dir, cfg, out, overwrite))
+    else:
+        path = train(method, spec, model, train_examples, dev_examples, cfg, out,
+                     console=err_console if main else None, overwrite=overwrite, pooling=pooling)
     seconds = time.perf_counter() - start
+    if not main:
+        return
     state = read_state(path)
     last = state.history[-1] if state and state.history else None
     exits = last["exits"] if last else []
@@ -172,6 +221,7 @@ def _run(method, spec, model: str, pooling: str, data_dir: Path | None, cfg: Tra
             "method_settings": method.settings,
             "task": spec.name, "finished": bool(state and state.finished),
             "global_step": state.global_step if state else 0,
+            "processes": max(processes, distributed.launched_processes()),
             "seconds": round(seconds, 3),
             "main_metric": spec.main_metric,
             "dev": [{"exit": e["exit"], "layer": e["layer"], **e["metrics"]} for e in exits],

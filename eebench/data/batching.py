@@ -8,6 +8,7 @@ Why this shape:
 - A batch is padded to its own longest sample, not to `max_seq_length`: short sentences stay cheap.
 - The training order is a pure function of (seed, epoch), so a run interrupted at step k of an
   epoch resumes by regenerating that epoch's order and skipping k batches: no sampler state to save.
+  Several processes of one job draw the same batches and each takes its part of every batch.
 - Evaluation keeps a fixed order; sorting by length (less padding) is optional, and every batch
   carries the original row indices so results can be put back in the original order.
 """
@@ -161,15 +162,38 @@ def epoch_batches(lengths: list[int], batch_size: int, seed: int, epoch: int,
     return batches
 
 
+def batch_part(indices: list[int], rank: int, processes: int) -> list[int]:
+    """Process `rank`'s contiguous part of one global batch: parts differ by at most one row,
+    the first ones are the larger (a last batch of 5 rows over 2 processes: 3 and 2)."""
+    size, extra = divmod(len(indices), processes)
+    start = rank * size + min(rank, extra)
+    return indices[start:start + size + (rank < extra)]
+
+
 def train_batches(data: Encoded, batch_size: int, seed: int, epoch: int, start_step: int = 0,
-                  device: Any = None, group_by_length: bool = False
+                  device: Any = None, group_by_length: bool = False, part: tuple[int, int] = (0, 1)
                   ) -> Iterator[dict[str, torch.Tensor]]:
-    """The batches of one training epoch from step `start_step` on (resuming mid-epoch)."""
+    """The batches of one training epoch from step `start_step` on (resuming mid-epoch).
+
+    `part` (rank, processes) with several processes: every process draws the same global batches
+    and yields its own part of each (`batch_part`), with `share`, its rows' fraction of the
+    global batch (float64, on the CPU). A process whose part is empty (a last batch smaller than
+    the number of processes) gets the batch's first row with share 0, so that it still takes part
+    in every step."""
+    import torch
+
     if data.labels is None:
         raise DataError("cannot train on a split without labels")
+    rank, processes = part
     batches = epoch_batches(data.lengths, batch_size, seed, epoch, group_by_length)
     for indices in batches[start_step:]:
-        yield collate(data, indices, device)
+        if processes == 1:
+            yield collate(data, indices, device)
+            continue
+        rows = batch_part(indices, rank, processes)
+        batch = collate(data, rows or indices[:1], device)
+        batch["share"] = torch.tensor(len(rows) / len(indices), dtype=torch.float64)
+        yield batch
 
 
 def eval_batches(data: Encoded, batch_size: int, sort_by_length: bool = False,

@@ -329,8 +329,14 @@ def build_cost_table(model: nn.Module, max_len: int, convention: str = DEFAULT_C
     `model` follows the MultiExitModel contract (embed / layer / head, exit_layers, config).
     Modules of identical structure share one fitted polynomial; every module is still counted at
     one length to verify that it matches. `exact=True` counts every length of every module.
+    A model that lists complete models run one after another as `cascade` gets their chained
+    table (`chained_cost_table`).
     """
     _check_convention(convention)
+    chained = getattr(model, "cascade", None)
+    if chained is not None:
+        return chained_cost_table([build_cost_table(m, max_len, convention, exact)
+                                   for m in chained])
     max_pos = getattr(model, "max_tokens", getattr(model.config, "max_position_embeddings", None))
     if max_len < 1 or (max_pos is not None and max_len > max_pos):
         raise UsageError(f"FLOPs table length {max_len} must be in 1..{max_pos or 'inf'}")
@@ -384,3 +390,27 @@ def build_cost_table(model: nn.Module, max_len: int, convention: str = DEFAULT_C
     return CostTable(convention=convention, exit_layers=tuple(model.exit_layers),
                      max_len=max_len, embedding=rows[0], layer=np.stack(rows[1:1 + n_layers]),
                      head=np.stack(rows[1 + n_layers:]), fitted=all_fitted)
+
+
+def chained_cost_table(tables: Sequence[CostTable]) -> CostTable:
+    """The table of complete models run one after another (a cascade), from each one's table:
+    exit j runs models 1..j whole (embeddings, layers, heads), so its path is the sum of their
+    last exits' paths. Its rows list the modules in the order they run: model 1's embeddings,
+    every model's layers in turn (a later model's embeddings counted with its first layer), and
+    head j = model j's heads; its exit layers count the layers run so far (models of 1, 2, 4 and
+    6 layers: 1, 3, 7, 13)."""
+    if len({(t.convention, t.max_len) for t in tables}) != 1:
+        raise ValueError("chained cost tables differ in convention or length")
+    layers, heads, exits = [], [], []
+    for j, t in enumerate(tables):
+        rows = t.layer[: t.exit_layers[-1]].copy()
+        if j:
+            rows[0] += t.embedding
+        layers.append(rows)
+        heads.append(t.head.sum(0))
+        exits.append(sum(len(r) for r in layers))
+    first = tables[0]
+    return CostTable(convention=first.convention, exit_layers=tuple(exits),
+                     max_len=first.max_len, embedding=first.embedding.copy(),
+                     layer=np.concatenate(layers), head=np.stack(heads),
+                     fitted=all(t.fitted for t in tables))

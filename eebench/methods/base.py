@@ -88,6 +88,9 @@ class EarlyExitMethod:
     supports_regression: ClassVar[bool] = True
     # What `variants` trains, in words (`eebench methods` shows it).
     trains: ClassVar[str] = "one model"
+    # Its one variant is a model assembled from several trained ones (a cascade): the runner
+    # trains each of `parts`, then measures `assemble` of them as one model.
+    combines: ClassVar[bool] = False
     Settings: ClassVar[type[MethodSettings]] = MethodSettings  # none, unless a method has some
 
     def __init__(self, **settings: Any):
@@ -125,6 +128,14 @@ class EarlyExitMethod:
         joint method trains one model and sweeps its exit rule over every value (this default);
         static trains one truncated model per value. Refuses values no variant can serve."""
         return [Variant(JOINT, self, tuple(float(v) for v in sweep))]
+
+    def parts(self, num_layers: int) -> list[EarlyExitMethod]:
+        """A combining method's models, one method each, for a backbone of `num_layers`."""
+        raise NotImplementedError
+
+    def assemble(self, models: Sequence[nn.Module]) -> nn.Module:
+        """A combining method's one model from its trained `parts`' models, in their order."""
+        raise NotImplementedError
 
     def layers_to_use(self, available: int) -> int:
         """How many backbone layers the model keeps (a static method may truncate)."""
@@ -239,7 +250,7 @@ for _name, _ref in (("static", "static:Static"), ("deebert", "deebert:DeeBERT"),
                     ("pabee", "pabee:PABEE"), ("maxprob", "maxprob:MaxProb"),
                     ("fastbert", "fastbert:FastBERT"), ("berxit", "berxit:BERxiT"),
                     ("pcee", "pcee:PCEE"), ("elasticbert", "elasticbert:ElasticBERT"),
-                    ("sweet", "sweet:SWEET")):
+                    ("sweet", "sweet:SWEET"), ("cascade", "cascade:Cascade")):
     METHODS.add(_name, Lazy(f"eebench.methods.{_ref}"))
 
 

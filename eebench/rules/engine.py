@@ -65,7 +65,11 @@ def dynamic_batch(model, rule: ExitRule, batch: dict, is_regression: bool, full:
     layer input `embed` built (the attention mask; MPNet's position bias, rows and both token
     dimensions) and the 2-D mask a mean-pooling head reads alike). `full=True` runs the model
     without exits (all layers, the last head only): the baseline timed the same way.
-    Returns (exit_index [B], prediction [B]) in batch order."""
+    Returns (exit_index [B], prediction [B]) in batch order. A model with a `dynamic_batch` of
+    its own (a cascade of complete models) runs its own way, with the same arguments."""
+    own = getattr(model, "dynamic_batch", None)
+    if own is not None:
+        return own(rule, batch, is_regression, full=full)
     device = next(model.parameters()).device
     mask = batch["attention_mask"].to(device)
     hidden, inputs = model.embed(

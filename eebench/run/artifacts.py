@@ -204,7 +204,10 @@ class VariantRecord(_Data):
     hidden_size: int | None  # None: not recorded (runs written before summary schema 2)
     pooling: str  # how its exit heads pool: "cls" or "mean"
     logits_key: str  # its [E, N, C] exit logits in predictions.safetensors
-    checkpoint: str | None = None
+    checkpoint: str | None = None  # several, joined by ";", for a cascade
+    # Exit j is a complete model of depth exit_layers[j] run after models 1..j-1 (a cascade):
+    # a sample that exits there ran each of them whole.
+    chained: bool = False
 
 
 class RunSummary(_Data):

@@ -15,7 +15,7 @@ from typing import Any
 import numpy as np
 
 from eebench.measure.quality import exited_logits, point_quality
-from eebench.methods.base import JOINT, Variant
+from eebench.methods.base import JOINT, Variant, get_method
 from eebench.models.outputs import collect_exit_logits
 from eebench.rules.base import ExitRule, FixedRule
 from eebench.rules.catalog import ModelFacts, get_rule
@@ -52,14 +52,21 @@ class FullPass:
     facts: ModelFacts
 
 
-def full_pass(cfg: R.RunConfig, spec: TaskSpec, ckpt_dir: Path, eval_ex, opts) -> FullPass:
-    """Load the checkpoint and run the model once over the split (see FullPass)."""
+def full_pass(cfg: R.RunConfig, spec: TaskSpec, ckpt_dir: Path | list[Path], eval_ex, opts
+              ) -> FullPass:
+    """Load the checkpoint and run the model once over the split (see FullPass). Several
+    checkpoints: a combining method's models, assembled by the method into its one model."""
     from eebench.data.batching import encode, eval_batches
     from eebench.measure.flops import build_cost_table
     from eebench.measure.params import params_per_exit
     from eebench.train.checkpoint import load_trained
 
-    model, tokenizer, _ = load_trained(ckpt_dir)
+    if isinstance(ckpt_dir, list):
+        loaded = [load_trained(d) for d in ckpt_dir]  # one backbone: one tokenizer
+        model = get_method(cfg.method, **cfg.method_settings).assemble([m for m, _, _ in loaded])
+        tokenizer = loaded[0][1]
+    else:
+        model, tokenizer, _ = load_trained(ckpt_dir)
     enc = encode(eval_ex, tokenizer, cfg.max_seq_length, spec.is_regression)
     task = _progress_task(opts, f"{cfg.method} {cfg.task}: full pass", len(enc))
     out = collect_exit_logits(model, eval_batches(enc, opts.eval_batch_size, sort_by_length=True),
@@ -156,7 +163,8 @@ def sweep_variant(cfg: R.RunConfig, variant: Variant, spec: TaskSpec, fp: FullPa
         arrays["labels"] = labels if spec.is_regression else labels.astype(np.int16)
     # one row per point; the caller concatenates variants along the point axis
     structure = {"exit_layers": list(model.exit_layers),
-                 "hidden_size": int(model.config.hidden_size), "pooling": model.pooling}
+                 "hidden_size": int(model.config.hidden_size), "pooling": model.pooling,
+                 "chained": hasattr(model, "cascade")}
     return Measured(points, arrays, logits_np, structure,
                     {k: v.numpy() for k, v in out.signals.items()})
 

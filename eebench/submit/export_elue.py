@@ -40,6 +40,7 @@ class Structure:
     hidden: int
     exit_layers: tuple[int, ...]
     pooling: str = "cls"
+    chained: bool = False  # each exit a complete model, run after the ones before (a cascade)
 
 
 @dataclass(frozen=True)
@@ -65,9 +66,13 @@ class Export:
 
 
 def modules(length: int, exit_layer: int, structure: Structure) -> str:
-    """The executed modules of one sample, with input shapes at its token length."""
+    """The executed modules of one sample, with input shapes at its token length. In a cascade,
+    every model up to the one that answers, each whole, in turn."""
     n, d = int(length), structure.hidden
     head_input = f"({n},{d})" if structure.pooling == "mean" else f"({d})"
+    if structure.chained:
+        return "; ".join(modules(n, k, Structure(d, (k,), structure.pooling))
+                         for k in structure.exit_layers if k <= int(exit_layer))
     parts = [f"({n}),emb"]
     for layer in range(1, int(exit_layer) + 1):
         parts.append(f"({n},{d}),layer_{layer}")
@@ -100,7 +105,8 @@ def structures(run: R.RunFiles) -> list[Structure]:
         v = run.summary.variant(p.variant)
         if v.hidden_size is None and hidden is None:
             hidden = _hidden_of(run.config.model)
-        out.append(Structure(v.hidden_size or hidden, tuple(v.exit_layers), v.pooling))
+        out.append(Structure(v.hidden_size or hidden, tuple(v.exit_layers), v.pooling,
+                             v.chained))
     return out
 
 

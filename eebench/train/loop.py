@@ -23,6 +23,7 @@ from typing import TYPE_CHECKING, Any
 from eebench.errors import DataError, EebenchError, UsageError
 from eebench.io import config_hash
 from eebench.train import checkpoint as ckpt
+from eebench.train import distributed
 from eebench.train.config import TrainConfig, run_config
 
 if TYPE_CHECKING:
@@ -66,6 +67,22 @@ def evaluate_exits(model: torch.nn.Module, data: Any, spec: TaskSpec, batch_size
     return [compute_metrics(spec, preds[j].numpy(), list(data.labels)) for j in range(len(preds))]
 
 
+def hold_out(examples: Any, fraction: float, seed: int) -> tuple[Any, Any | None]:
+    """(what trains, what is held out for calibration): a seeded `fraction` of the training
+    examples, never the dev split; the rest keep their order. No fraction: (examples, None)."""
+    if fraction <= 0:
+        return examples, None
+    import numpy as np
+
+    n = len(examples)
+    m = max(1, math.ceil(n * fraction))
+    if m >= n:
+        raise UsageError(f"cannot hold out {m} of {n} training examples for calibration",
+                         hint="train on more examples")
+    perm = np.random.default_rng([seed, 1]).permutation(n)
+    return examples.select(sorted(perm[m:])), examples.select(sorted(perm[:m]))
+
+
 def _inputs(batch: dict) -> dict:
     return {k: batch[k] for k in ("input_ids", "attention_mask", "token_type_ids") if k in batch}
 
@@ -88,12 +105,18 @@ def train(method: EarlyExitMethod, task_spec: TaskSpec, backbone: str, train_exa
         train_examples = train_examples.take(cfg.max_train_samples, cfg.seed)
     if len(train_examples) == 0:
         raise DataError(f"{task_spec.name}: the training split is empty")
+    train_examples, held_out = hold_out(train_examples, method.calibration_fraction(), cfg.seed)
     config = run_config(method, task_spec, backbone, train_examples, cfg, pooling)
     key = config_hash(config)
     path = ckpt.checkpoint_path(out_dir, backbone, method.name, task_spec.name, key)
-    if overwrite:
-        ckpt.remove(path)
-    ckpt.recover(path)
+    # Several processes (eebench.train.distributed): the main one alone writes and prints.
+    procs = distributed.join(cfg.batch_size, cfg.device)
+    console = console if procs.is_main else None
+    if procs.is_main:
+        if overwrite:
+            ckpt.remove(path)
+        ckpt.recover(path)
+    procs.barrier()
     state = ckpt.read_state(path)
     if state is not None and state.config_hash != key:
         raise EebenchError(
@@ -106,7 +129,7 @@ def train(method: EarlyExitMethod, task_spec: TaskSpec, backbone: str, train_exa
         return path
     trainer = _Trainer(method, task_spec, backbone, train_examples, dev_examples, cfg, path,
                        state or ckpt.TrainState(config_hash=key, config=config), console, on_step,
-                       pooling)
+                       pooling, held_out, procs)
     trainer.run()
     return path
 
@@ -115,7 +138,7 @@ class _Trainer:
     """One training run: the loop over stages, epochs and steps, with checkpoints."""
 
     def __init__(self, method, spec, backbone, train_examples, dev_examples, cfg, path, state,
-                 console, on_step, pooling):
+                 console, on_step, pooling, held_out=None, procs=distributed.ONE):
         import torch
 
         from eebench.data.batching import encode
@@ -123,8 +146,8 @@ class _Trainer:
         from eebench.models.multi_exit import build_model
 
         self.method, self.spec, self.cfg, self.path, self.state = method, spec, cfg, path, state
-        self.console, self.on_step = console, on_step
-        self.device = cfg.device or ("cuda" if torch.cuda.is_available() else "cpu")
+        self.console, self.on_step, self.procs = console, on_step, procs
+        self.device = procs.device or cfg.device or ("cuda" if torch.cuda.is_available() else "cpu")
         torch.manual_seed(cfg.seed)  # head initialisation
         self.model = build_model(backbone, method, spec.num_labels, pooling=pooling)
         max_pos = getattr(self.model.config, "max_position_embeddings", None)
@@ -144,8 +167,11 @@ class _Trainer:
                     if bias is not None:
                         bias.fill_(mean)
         self.model.to(self.device)
+        procs.broadcast(self.model)
         self.train_data = encode(train_examples, self.tokenizer, cfg.max_seq_length,
                                  spec.is_regression)
+        self.held_out = None if held_out is None else encode(
+            held_out, self.tokenizer, cfg.max_seq_length, spec.is_regression)
         self.dev_data = None
         if dev_examples is not None and dev_examples.labels is not None and len(dev_examples):
             self.dev_data = encode(dev_examples, self.tokenizer, cfg.max_seq_length,
@@ -166,14 +192,24 @@ class _Trainer:
         if self.console is not None:
             self.console.print(msg)
 
-    def save(self) -> None:
-        with ckpt.hold_interrupts():
-            ckpt.save_checkpoint(self.path, self.model, self.tokenizer, self.state,
-                                 None if self.state.finished else self.optimizer,
-                                 None if self.state.finished else self.schedule, self.rng)
+    def save(self, wait: bool = True) -> None:
+        """Write a checkpoint (the main process); with `wait`, the others wait for it."""
+        if self.procs.is_main:
+            with ckpt.hold_interrupts():
+                ckpt.save_checkpoint(self.path, self.model, self.tokenizer, self.state,
+                                     None if self.state.finished else self.optimizer,
+                                     None if self.state.finished else self.schedule, self.rng)
         self.saved_step = self.state.global_step
+        if wait:
+            self.procs.barrier()
 
     def evaluate(self, stage: Stage, loss: float | None) -> None:
+        """Dev evaluation of every exit (the main process; the others wait for it)."""
+        if self.procs.is_main:
+            self._evaluate(stage, loss)
+        self.procs.barrier()
+
+    def _evaluate(self, stage: Stage, loss: float | None) -> None:
         if self.dev_data is None:
             return
         metrics = evaluate_exits(self.model, self.dev_data, self.spec, self.cfg.eval_batch_size,
@@ -202,6 +238,8 @@ class _Trainer:
         try:
             for index in range(self.state.stage, len(stages)):
                 self.run_stage(stages[index])
+                if index + 1 == len(stages) and self.held_out is not None:
+                    self.calibrate()  # saved with the last stage's checkpoint
                 with ckpt.hold_interrupts():
                     self.state.stage, self.state.epoch = index + 1, 0
                     self.state.step_in_epoch = self.state.stage_step = 0
@@ -213,13 +251,23 @@ class _Trainer:
             ready = self.optimizer is not None or self.state.stage_step == 0
             if self.state.global_step > self.saved_step and ready:
                 self.log("interrupted: saving a checkpoint")
-                self.save()
+                self.save(wait=False)
             raise
         finally:
             torch.use_deterministic_algorithms(deterministic, warn_only=warn_only)
             for p in self.model.parameters():
                 p.requires_grad_(True)
         self.model.eval()
+
+    def calibrate(self) -> None:
+        """Fit what the method's rule needs on the held-out slice (maxprob: temperatures)."""
+        from eebench.data.batching import eval_batches
+        from eebench.models.outputs import collect_exit_logits
+
+        out = collect_exit_logits(self.model, eval_batches(self.held_out, self.cfg.eval_batch_size,
+                                                           sort_by_length=True))
+        self.method.calibrate(self.model, out)
+        self.log(f"calibrated on {len(self.held_out)} held-out training examples")
 
     def run_stage(self, stage: Stage) -> None:
         import torch
@@ -246,6 +294,7 @@ class _Trainer:
             ckpt.load_optimizer(optimizer, self.path)
         self.optimizer = optimizer
         exits = stage.exit_indices(model.num_exits)
+        route = self.method.route(stage, model.num_exits)
         self.log(f"stage {stage.name!r}: {len(trainable)} tensors, lr {cfg.lr:g}, "
                  f"{cfg.epochs} epoch(s) x {per_epoch} steps, loss on the exits after layers "
                  f"{','.join(str(model.exit_layers[j]) for j in exits)}")
@@ -257,22 +306,27 @@ class _Trainer:
                 order_epoch = 1000 * state.stage + epoch  # a fresh order per stage and epoch
                 for batch in train_batches(self.train_data, cfg.batch_size, cfg.seed, order_epoch,
                                            state.step_in_epoch, self.device,
-                                           cfg.group_by_length):
+                                           cfg.group_by_length, self.procs.part):
+                    self.procs.seed_step(cfg.seed, state.global_step)
                     lr = cfg.lr * linear_schedule(state.stage_step, total, warmup)
                     for group in optimizer.param_groups:
                         group["lr"] = lr
                     with torch.autocast(torch.device(self.device).type, dtype=torch.bfloat16,
                                         enabled=cfg.precision == "bf16"):
-                        logits = model(**_inputs(batch)).float()
+                        logits = model(**_inputs(batch), route=route).float()
                     # Every exit's logits: the method picks the stage's exits itself.
                     loss = self.method.loss(list(logits), batch["labels"], stage,
-                                            self.spec.is_regression)
+                                            self.spec.is_regression, step=state.step_in_epoch)
+                    # With several processes: this one's part, and the global batch's loss.
+                    part = self.procs.weigh(loss, batch)
+                    loss = self.procs.total(part)
                     # A non-finite loss or gradient would write NaN weights: stop, and leave the
                     # checkpoint at its last good step, unfinished.
                     if not torch.isfinite(loss):
                         raise EebenchError(f"training diverged: the loss is {loss.item()} at step "
                                            f"{state.global_step + 1}", hint="lower the --lr")
-                    loss.backward()
+                    part.backward()
+                    self.procs.sum_gradients(trainable)
                     norm = torch.nn.utils.clip_grad_norm_(trainable, cfg.max_grad_norm)
                     if not torch.isfinite(norm):
                         raise EebenchError(f"training diverged: the gradient norm is {norm.item()} "
