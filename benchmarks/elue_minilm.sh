@@ -22,7 +22,7 @@ wait
 for _ in $(seq "$WORKERS"); do
   OMP_NUM_THREADS=1 eebench run --config "$CONFIG" --data-dir "$DATA_DIR" \
     --method maxprob --method fastbert --method pcee --method elasticbert --method sweet \
-    --method berxit --task sst2 --task elue-mrpc --task elue-scitail &
+    --method berxit --method cascade --task sst2 --task elue-mrpc --task elue-scitail &
   sleep 5
 done
 wait

@@ -64,7 +64,7 @@ SUBMISSIONS = ROOT / "leaderboard" / "submissions"
 START, END = "<!-- generated:start -->", "<!-- generated:end -->"
 CLASSIC = ("static", "deebert", "pabee")  # on every task of the config
 # the field's other methods, on these tasks (benchmarks/elue_minilm.sh)
-FIELD = ("maxprob", "fastbert", "pcee", "elasticbert", "sweet", "berxit")
+FIELD = ("maxprob", "fastbert", "pcee", "elasticbert", "sweet", "berxit", "cascade")
 FIELD_TASKS = ("sst2", "elue-mrpc", "elue-scitail")
 METHOD_ORDER = CLASSIC + FIELD
 # how a point's setting reads, by the rule it was swept with

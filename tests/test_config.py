@@ -63,7 +63,7 @@ def test_committed_runs_keep_their_names_and_their_bytes(path):
     assert json.dumps(config.model_dump(mode="json"), indent=2) + "\n" == text
 
 
-FIELD = ["maxprob", "fastbert", "pcee", "elasticbert", "sweet", "berxit"]
+FIELD = ["maxprob", "fastbert", "pcee", "elasticbert", "sweet", "berxit", "cascade"]
 FIELD_TASKS = ["sst2", "elue-mrpc", "elue-scitail"]
 GRIDS = {  # what benchmarks/*.sh ran, as the command line merges it into the config
     "elue-minilm": {"methods": ["static", "deebert", "pabee"]},
