@@ -86,7 +86,7 @@ def test_the_benchmark_config_expands_to_the_committed_runs(out, minilm_path):
     if out.endswith("-field"):  # a benchmark still running: what is committed is in the grid
         cells = {run_dir_for(run, where) for run in runs}
         committed = {p.parent for m in GRIDS[out]["methods"]
-                     for p in (where / "minilm-l6" / m).glob("*/*/config.json")}
+                     for p in (where / "minilm-l6" / m).glob("*/*/summary.json")}
         assert committed and committed <= cells, sorted(committed - cells)
         runs = [run for run in runs if run_dir_for(run, where) in committed]
     for run in runs:
