@@ -12,7 +12,13 @@ from eebench.cli.common import DataDirOption, JsonOption, err_console, print_jso
 from eebench.errors import UsageError
 
 if TYPE_CHECKING:
+    from eebench.cli.backends import GridRequest
+    from eebench.run.artifacts import RunConfig
     from eebench.run.config import BenchConfig
+    from eebench.run.grid import Grid
+
+
+BACKENDS = "Backends"  # the help panel of the options saying where a grid runs
 
 
 def parse_sweep(raw: str | None) -> list[float] | None:
@@ -63,6 +69,10 @@ def run_command(
     sweep: Annotated[str | None, typer.Option(
         "--sweep", help="Sweep values, comma-separated (default: the method's grid).",
         show_default=False)] = None,
+    rule: Annotated[list[str] | None, typer.Option(
+        "--rule", "-r", help="Also sweep this exit rule on each method's trained model, in the "
+        "same pass (see `eebench rules`; repeatable); its points are labelled method+rule.",
+        show_default=False)] = None,
     setting: Annotated[list[str] | None, typer.Option(
         "--setting", "-s", help="A method setting key=value (repeatable).", show_default=False)
     ] = None,
@@ -92,6 +102,49 @@ def run_command(
     no_timing: Annotated[bool, typer.Option("--no-timing", help="Skip wall-time measurement.")
                          ] = False,
     overwrite: Annotated[bool, typer.Option("--overwrite", help="Redo a finished run.")] = False,
+    backend: Annotated[str, typer.Option(
+        "--backend", help="Where the grid's cells run: local (this process, one after another), "
+        "slurm (job arrays through submitit) or ray (Ray tasks); see docs/scaling.md.",
+        rich_help_panel=BACKENDS)] = "local",
+    dry_run: Annotated[bool, typer.Option(
+        "--dry-run", help="List the cells (status, training steps, estimated time); run nothing.",
+        rich_help_panel=BACKENDS)] = False,
+    rerun_failed: Annotated[bool, typer.Option(
+        "--rerun-failed", help="Run again the cells whose error.json says they failed.",
+        rich_help_panel=BACKENDS)] = False,
+    max_parallel: Annotated[int | None, typer.Option(
+        "--max-parallel", min=1, help="Cells running at once (slurm: the array's %K).",
+        show_default=False, rich_help_panel=BACKENDS)] = None,
+    retries: Annotated[int | None, typer.Option(
+        "--retries", min=0, help="Retries of a cell that fails or whose worker dies [0].",
+        show_default=False, rich_help_panel=BACKENDS)] = None,
+    cpus_per_job: Annotated[int | None, typer.Option(
+        "--cpus-per-job", min=1, help="CPUs (and torch threads) per cell [1].",
+        show_default=False, rich_help_panel=BACKENDS)] = None,
+    gpus_per_job: Annotated[int | None, typer.Option(
+        "--gpus-per-job", min=0, help="GPUs per cell [0].", show_default=False,
+        rich_help_panel=BACKENDS)] = None,
+    partition: Annotated[str | None, typer.Option(
+        "--partition", help="Slurm partition.", show_default=False, rich_help_panel=BACKENDS)
+    ] = None,
+    time_limit: Annotated[int | None, typer.Option(
+        "--time-limit", min=1, help="Slurm time limit per cell, in minutes [240].",
+        show_default=False, rich_help_panel=BACKENDS)] = None,
+    account: Annotated[str | None, typer.Option(
+        "--account", help="Slurm account.", show_default=False, rich_help_panel=BACKENDS)
+    ] = None,
+    slurm_option: Annotated[list[str] | None, typer.Option(
+        "--slurm-option", help="An extra #SBATCH option KEY=VALUE (repeatable).",
+        show_default=False, rich_help_panel=BACKENDS)] = None,
+    exclusive: Annotated[bool, typer.Option(
+        "--exclusive", help="Slurm: a whole node per cell (for timing).",
+        rich_help_panel=BACKENDS)] = False,
+    no_wait: Annotated[bool, typer.Option(
+        "--no-wait", help="Slurm: exit once submitted; rerun the same command to collect.",
+        rich_help_panel=BACKENDS)] = False,
+    ray_address: Annotated[str | None, typer.Option(
+        "--ray-address", help="Ray: attach to this cluster (default: start a local one).",
+        show_default=False, rich_help_panel=BACKENDS)] = None,
     json_out: bool = JsonOption,
 ) -> None:
     """Benchmark a method: train or reuse a checkpoint, sweep exits in one pass, count FLOPs, time.
@@ -102,7 +155,13 @@ def run_command(
     """
     from eebench.cli.train import parse_settings
     from eebench.run.config import load_config, merge
+    from eebench.train.distributed import launched_processes
 
+    if launched_processes() > 1:  # every process would measure and write the same runs
+        raise UsageError("`eebench run` measures in one process, not under a launcher of "
+                         f"{launched_processes()} processes",
+                         hint="train with `eebench train --processes N` first: the run then "
+                         "finds the checkpoint")
     cfg = load_config(config)
     methods = method or cfg.methods
     settings = parse_settings(setting or [])
@@ -120,19 +179,29 @@ def run_command(
         "timing": {"samples": time_samples, "enabled": False if no_timing else None},
         "methods_settings": {m: settings for m in methods} if settings else None,
         "sweeps": {m: sweep_values for m in methods} if sweep_values else None,
+        "rules": rule or None,
     })
     if not cfg.methods or not cfg.tasks:
         raise UsageError("say what to run: --method and --task, or a --config with methods "
                          "and tasks")
+    from eebench.cli.backends import grid_request
+
+    request = grid_request(
+        backend, dry_run, slurm_option, no_wait, max_parallel=max_parallel, retries=retries,
+        rerun_failed=rerun_failed, cpus_per_job=cpus_per_job, gpus_per_job=gpus_per_job,
+        partition=partition, time_limit=time_limit, account=account, exclusive=exclusive,
+        ray_address=ray_address)
     # A grid skips the pairs a method cannot run; one pair named on the command line is refused.
     _run_grid(cfg, overwrite, json_out,
-              skip_unrunnable=len(cfg.methods) * len(cfg.tasks) > 1 or not (method and task))
+              skip_unrunnable=len(cfg.methods) * len(cfg.tasks) > 1 or not (method and task),
+              request=request)
 
 
-def _run_grid(cfg: BenchConfig, overwrite: bool, json_out: bool, skip_unrunnable: bool) -> None:
+def _run_grid(cfg: BenchConfig, overwrite: bool, json_out: bool, skip_unrunnable: bool,
+              request: GridRequest | None = None) -> None:
     """Expand the config into its runs (every one validated before any work), then run them."""
     from eebench.cli.common import out_dir, progress
-    from eebench.run.execute import RunOptions, execute
+    from eebench.run.execute import RunOptions, execute_group
     from eebench.run.grid import expand
 
     out_dir(Path(cfg.out), "runs")
@@ -143,28 +212,50 @@ def _run_grid(cfg: BenchConfig, overwrite: bool, json_out: bool, skip_unrunnable
     if not expanded.runs:
         raise UsageError("nothing to run: the config's methods cannot do any of its tasks")
     data_dir = resolve_data_dir(Path(cfg.data_dir) if cfg.data_dir else None)
+    if request is not None and request.elsewhere:  # a listing, or the cells on an engine
+        from eebench.cli.backends import run_elsewhere
+
+        return run_elsewhere(expanded, cfg, data_dir, overwrite, json_out, request)
     summaries = []
     with progress(transient=True) as bar:
         opts = RunOptions(data_dir=data_dir, out=Path(cfg.out),
                           checkpoints=Path(cfg.checkpoints), overwrite=overwrite,
                           eval_batch_size=cfg.eval_batch_size, console=err_console, progress=bar)
-        for i, rc in enumerate(expanded.runs):
+        for group in _passes(expanded):
             own = None
+            rc = group[0][1]
             if rc.train_task:  # first the training on its own task (the shared checkpoint)
-                own = execute(expanded.in_domain[i], opts)
+                own = execute_group([expanded.in_domain[i] for i, _ in group], opts)
             shift = f" trained on {rc.train_task}" if rc.train_task else ""
-            err_console.print(f"[bold]run[/] {rc.method} on {rc.task}{shift} (seed {rc.seed}, "
+            labels = ", ".join(c.label for _, c in group)
+            err_console.print(f"[bold]run[/] {labels} on {rc.task}{shift} (seed {rc.seed}, "
                               f"{rc.pooling} pooling)")
-            run_dir = execute(rc, opts)
-            if run_dir is None:
-                err_console.print("  [yellow]skipped[/]: another process is running it")
-                continue
-            summaries.append(_report(run_dir, json_out))
-            if own is not None:
-                summaries[-1]["in_domain"] = _shift_report(own, run_dir, json_out)
+            run_dirs = execute_group([c for _, c in group], opts)
+            for k, run_dir in enumerate(run_dirs):
+                if run_dir is None:
+                    err_console.print(f"  [yellow]skipped[/] {group[k][1].label}: another "
+                                      "process is running it")
+                    continue
+                summaries.append(_report(run_dir, json_out))
+                if own is not None and own[k] is not None:
+                    summaries[-1]["in_domain"] = _shift_report(own[k], run_dir, json_out)
     if json_out:
         one = len(summaries) == 1 and len(expanded.runs) == 1
         print_json(summaries[0] if one else summaries)
+
+
+def _passes(grid: Grid) -> list[list[tuple[int, RunConfig]]]:
+    """The grid's runs (index, config) in passes: a method's own run and the runs of the other
+    rules swept on its model share one (they come one after another in the grid)."""
+    from eebench.run.execute import same_pass
+
+    groups: list[list[tuple[int, RunConfig]]] = []
+    for i, rc in enumerate(grid.runs):
+        if groups and same_pass(groups[-1][0][1], rc):
+            groups[-1].append((i, rc))
+        else:
+            groups.append([(i, rc)])
+    return groups
 
 
 QUALITY = ("ece", "consistency")  # per-point quality fields, where a point has them
@@ -192,7 +283,7 @@ def _shift_report(own_dir: Path, shifted_dir: Path, json_out: bool) -> list[dict
         rows.append(row)
     if not json_out:
         t = Table(title=f"domain shift: {own.config.task} → {shifted.config.task} "
-                        f"({shifted.config.method}, seed {shifted.config.seed})")
+                        f"({shifted.config.label}, seed {shifted.config.seed})")
         quality = [k for k in QUALITY if any(k in (r["shifted"] or {}) for r in rows)]
         for col in ("sweep", "main in", "main shifted", "layer in", "layer shifted",
                     *(f"{k} {side}" for k in quality for side in ("in", "shifted"))):

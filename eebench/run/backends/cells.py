@@ -136,6 +136,8 @@ def write_error(run_dir: Path, error: str, kind: str, attempt: int, backend: str
     run_dir.mkdir(parents=True, exist_ok=True)
     if trace is not None:
         atomic_write_text(run_dir / TRACEBACK_FILE, trace)
+    else:  # an earlier attempt's traceback is not this failure's
+        (run_dir / TRACEBACK_FILE).unlink(missing_ok=True)
     write_json(run_dir / ERROR_FILE, {
         "schema_version": ERROR_SCHEMA_VERSION, "error": error, "type": kind,
         "attempt": attempt, "backend": backend, "host": socket.gethostname(),

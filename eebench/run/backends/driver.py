@@ -74,13 +74,16 @@ def engine_missing(backend: str) -> EebenchError:
 
 
 def require_engine(backend: str) -> None:
-    """The engine's package is importable (checked before models and data are prepared)."""
-    import importlib
+    """The engine's package is installed (checked before models and data are prepared; found,
+    not imported: Ray reads its settings from the environment when it is imported)."""
+    import importlib.util
 
     try:
-        importlib.import_module(EXTRAS[backend][0])
-    except ImportError:
-        raise engine_missing(backend) from None
+        found = importlib.util.find_spec(EXTRAS[backend][0]) is not None
+    except (ImportError, ValueError):  # ValueError: a module entry without a spec
+        found = False
+    if not found:
+        raise engine_missing(backend)
 
 
 def prepare(cells: list[Cell], data_dir: Path | None) -> None:

@@ -2,7 +2,7 @@
 
 With `--ray-address` the driver attaches to a running cluster, whose workers must see the same
 `--out`, `--checkpoints` and data paths (shared storage); otherwise it starts a local cluster for
-the command, bound to loopback, without the dashboard, and stops it at the end. A task whose
+the command, bound to loopback only, without the dashboard, and stops it at the end. A task whose
 worker process dies (killed, out of memory, a lost node) is re-run by Ray itself up to
 `--retries` times (`max_retries`); a cell that raises is retried by the driver. At most
 `--max-parallel` cells are in flight at once (default: as many as the cluster's resources allow).
@@ -18,9 +18,12 @@ from eebench.errors import EebenchError
 from eebench.run.backends.cells import CellOutcome, cell_dir, one_line, run_cell, write_error
 from eebench.run.backends.driver import Engine, Handle, engine_missing
 
-# A local cluster: loopback only, no dashboard, no usage report, workers' logs not echoed.
+# A local cluster: loopback only, no dashboard, workers' logs not echoed. On Linux, Ray turns a
+# node address of 127.0.0.1 into the machine's outward address unless it runs in its
+# single-machine mode, which it reads from the environment when it is imported.
 LOCAL_CLUSTER = {"include_dashboard": False, "_node_ip_address": "127.0.0.1",
                  "log_to_driver": False, "configure_logging": False}
+LOCAL_ENV = {"RAY_ENABLE_WINDOWS_OR_OSX_CLUSTER": "0", "RAY_USAGE_STATS_ENABLED": "0"}
 
 
 class RayEngine(Engine):
@@ -28,6 +31,9 @@ class RayEngine(Engine):
 
     def __init__(self, *args: Any) -> None:
         super().__init__(*args)
+        if not self.opts.ray_address:
+            for name, value in LOCAL_ENV.items():
+                os.environ.setdefault(name, value)
         try:
             import ray
         except ImportError:
@@ -35,7 +41,6 @@ class RayEngine(Engine):
         self.ray = ray
         self.started = False
         if not ray.is_initialized():
-            os.environ.setdefault("RAY_USAGE_STATS_ENABLED", "0")
             try:
                 if self.opts.ray_address:
                     ray.init(address=self.opts.ray_address, log_to_driver=False)

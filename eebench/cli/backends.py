@@ -1,0 +1,155 @@
+"""`eebench run --backend slurm|ray` and `--dry-run`: a grid's cells run on an engine, or listed.
+
+The local backend is `eebench run` as it always was (cells one after another in this process);
+this module takes over only for a dry run or another backend, after the grid is expanded and
+checked.
+"""
+
+from __future__ import annotations
+
+import os
+from dataclasses import dataclass
+from pathlib import Path
+from typing import TYPE_CHECKING, Any
+
+from eebench.cli.common import err_console, print_json
+from eebench.errors import EebenchError, UsageError
+
+if TYPE_CHECKING:
+    from eebench.run.backends import BackendOptions, Cell, CellOutcome, PlannedCell
+    from eebench.run.config import BenchConfig
+    from eebench.run.grid import Grid
+
+
+@dataclass(frozen=True)
+class GridRequest:
+    """How the command line asked for a grid to run."""
+
+    options: BackendOptions
+    dry_run: bool = False
+
+    @property
+    def elsewhere(self) -> bool:
+        """Not the plain local loop: a listing, or an engine."""
+        return self.dry_run or self.options.backend != "local"
+
+
+def grid_request(backend: str, dry_run: bool, slurm_option: list[str] | None,
+                 no_wait: bool, **options: Any) -> GridRequest:
+    """The backend options from the flags, checked before any work (one line, exit code 2)."""
+    from eebench.run.backends import BackendOptions, check_options
+
+    opts = BackendOptions(backend=backend, slurm_options=parse_slurm_options(slurm_option or []),
+                          wait=not no_wait, **options)
+    check_options(opts)
+    return GridRequest(opts, dry_run)
+
+
+def parse_slurm_options(raw: list[str]) -> dict[str, str]:
+    """`--slurm-option KEY=VALUE` (an #SBATCH option without its dashes; a bare KEY is a flag)."""
+    out: dict[str, str] = {}
+    for item in raw:
+        key, eq, value = item.partition("=")
+        key = key.strip().lstrip("-")
+        if not key:
+            raise UsageError(f"--slurm-option {item!r}: expected KEY=VALUE, e.g. "
+                             "--slurm-option qos=high")
+        out[key] = value if eq else ""
+    return out
+
+
+def run_elsewhere(expanded: Grid, cfg: BenchConfig, data_dir: Path | None, overwrite: bool,
+                  json_out: bool, request: GridRequest) -> None:
+    from eebench.run.backends import (
+        WorkerOptions,
+        cells_of,
+        plan,
+        prepare,
+        require_engine,
+        run_cells,
+    )
+    from eebench.run.backends.slurm import records
+
+    cells = cells_of(expanded.runs, expanded.in_domain)
+    out = Path(cfg.out).resolve()
+    if request.dry_run:
+        rows = plan(cells, out, data_dir, submitted=set(records(out)))
+        if json_out:
+            print_json([r.as_dict() for r in rows])
+        else:
+            _plan_table(rows, request.options.backend)
+        return
+    opts = request.options
+    worker = WorkerOptions(
+        out=str(out), checkpoints=str(Path(cfg.checkpoints).resolve()),
+        data_dir=str(data_dir.resolve()) if data_dir else None, cwd=os.getcwd(),
+        overwrite=overwrite, eval_batch_size=cfg.eval_batch_size,
+        threads=opts.cpus_per_job or 1, backend=opts.backend)
+    require_engine(opts.backend)
+    prepare(cells, data_dir)
+    outcomes = run_cells(cells, opts, worker, lambda line: err_console.print(line))
+    rows = [_outcome_row(c, o, out) for c, o in zip(cells, outcomes)]
+    if json_out:
+        print_json(rows)
+    else:
+        _outcome_table(rows, opts.backend)
+    failed = [r for r in rows if r["status"] in ("failed", "skipped")]
+    if failed:
+        retried = " (not retried: it failed before)" if any(
+            r["status"] == "skipped" for r in failed) else ""
+        raise EebenchError(
+            f"{len(failed)} of {len(rows)} cells failed{retried}; each one's error.json says "
+            f"why, e.g. {failed[0]['run_dir']}/error.json",
+            hint="rerun with --rerun-failed to retry them")
+    if any(r["status"] in ("submitted", "running") for r in rows):
+        err_console.print("submitted: rerun the same command to wait for the jobs and collect "
+                          "them (finished cells are skipped)")
+
+
+def _outcome_row(cell: Cell, o: CellOutcome, out: Path) -> dict[str, Any]:
+    from eebench.run.backends.cells import cell_dir
+
+    rc = cell.config
+    return {"method": cell.label, "task": rc.task, "seed": rc.seed, "key": cell.key,
+            "status": o.status, "attempts": o.attempts, "seconds": o.seconds, "job": o.job,
+            "error": o.error, "run_dir": o.run_dir or str(cell_dir(cell, out))}
+
+
+STYLE = {"done": "green", "failed": "red", "skipped": "red", "damaged": "red",
+         "todo": "yellow", "submitted": "cyan", "running": "cyan", "busy": "yellow"}
+
+
+def _plan_table(rows: list[PlannedCell], backend: str) -> None:
+    from rich.table import Table
+
+    t = Table(title=f"{len(rows)} cells (--backend {backend}, dry run: nothing started)")
+    for col in ("method", "task", "seed", "run key", "status", "train steps", "estimate"):
+        t.add_column(col, justify="right" if col in ("seed", "train steps") else "left")
+    for r in rows:
+        estimate = "-"
+        if r.estimate_seconds is not None:
+            mark = "" if r.estimate_from == r.key else f" (like {r.estimate_from})"
+            estimate = f"~{r.estimate_seconds:.0f} s{mark}"
+        t.add_row(r.method, r.task, str(r.seed), r.key, f"[{STYLE[r.status]}]{r.status}[/]",
+                  "?" if r.train_steps is None else f"{r.train_steps:,}", estimate)
+    err_console.print(t)
+    todo = [r for r in rows if r.status in ("todo", "failed")]
+    steps = sum(r.train_steps or 0 for r in todo)
+    err_console.print(f"to run: {len(todo)} cell(s), {steps:,} training steps"
+                      + (" (failed cells only with --rerun-failed)"
+                         if any(r.status == "failed" for r in todo) else ""))
+
+
+def _outcome_table(rows: list[dict[str, Any]], backend: str) -> None:
+    from rich.table import Table
+
+    t = Table(title=f"{len(rows)} cells on --backend {backend}")
+    for col in ("method", "task", "seed", "run key", "status", "attempts", "seconds", "job",
+                "error"):
+        t.add_column(col, justify="right" if col in ("seed", "attempts", "seconds") else "left")
+    for r in rows:
+        t.add_row(r["method"], r["task"], str(r["seed"]), r["key"],
+                  f"[{STYLE[r['status']]}]{r['status']}[/]", str(r["attempts"] or "-"),
+                  "-" if r["seconds"] is None else f"{r['seconds']:.1f}", r["job"] or "-",
+                  (r["error"] or "")[:80])
+    err_console.print(t)
