@@ -87,3 +87,33 @@ def write_block(path: Path, start: str, end: str, block: str, heading: str | Non
             raise SystemExit(f"{path}: no {start} ... {end} block to replace")
         head, tail = doc.rstrip("\n") + f"\n\n{heading}\n\n", "\n"
     atomic_write_text(path, head + block + tail)
+
+
+def export_tests(test_runs: Path, export: Path) -> None:
+    """Every finished test-split run under `test_runs` exported as ELUE test files into
+    `export/<method>/`, and a manifest of the files (rows, sweep value, sha256) written as
+    `test_runs/export-manifest.json`. A run whose rows do not cover its test split stops it."""
+    import hashlib
+    import json
+
+    from eebench.run import artifacts as R
+    from eebench.submit.export_elue import export_elue
+
+    root = REPO
+    manifest = []
+    for summary in sorted(test_runs.rglob(R.SUMMARY_FILE)) if test_runs.is_dir() else []:
+        run_dir = summary.parent
+        cfg = R.RunConfig.model_validate_json((run_dir / R.CONFIG_FILE).read_text())
+        exp = export_elue(run_dir, export / cfg.method)
+        if not exp.complete:
+            raise SystemExit(f"{run_dir}: {exp.rows} test rows, expected {exp.expected_rows}")
+        for f in exp.files:
+            digest = hashlib.sha256(Path(f.path).read_bytes()).hexdigest()
+            manifest.append({"run": str(run_dir.relative_to(root)), "file":
+                             str(Path(f.path).relative_to(root)), "rows": f.rows,
+                             "sweep": f"{f.sweep_param}={f.sweep_value:g}",
+                             "avg_exit_layer": round(f.avg_exit_layer, 4),
+                             "mean_mflops": round(f.mean_mflops, 3), "sha256": digest})
+    path = test_runs / "export-manifest.json"
+    path.write_text(json.dumps(manifest, indent=1) + "\n")
+    print(f"exported {len(manifest)} ELUE test files to {export.relative_to(root)}")

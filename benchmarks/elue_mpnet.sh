@@ -17,3 +17,5 @@ wait
 # ELUE test-split predictions (labels withheld) of DeeBERT and PABEE, for export-elue.
 OMP_NUM_THREADS=$WORKERS eebench run --config "$CONFIG" --data-dir "$DATA_DIR" --split test \
   --method deebert --method pabee --no-timing --out benchmarks/results/elue-mpnet-test
+
+python benchmarks/report_elue_mpnet.py --export

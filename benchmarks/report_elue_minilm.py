@@ -22,7 +22,6 @@ Rerunning on the same runs gives the same page.
 from __future__ import annotations
 
 import argparse
-import hashlib
 import json
 import sys
 from pathlib import Path
@@ -33,6 +32,8 @@ import tomllib
 
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
+
+from _common import export_tests  # noqa: E402
 
 from eebench.run import artifacts as R  # noqa: E402
 from eebench.score import (  # noqa: E402
@@ -434,7 +435,7 @@ def main() -> None:
         write_submission(sub, SUBMISSIONS / f"minilm-l6-{m}.json")
 
     if args.export:
-        export_tests()
+        export_tests(TEST_RUNS, EXPORT)
     print(f"wrote {DOC.relative_to(ROOT)}, {REFERENCE.relative_to(ROOT)}, "
           f"{len(methods)} submissions from {len(rel)} runs")
 
@@ -446,27 +447,5 @@ def write_doc(generated: str) -> None:
     head, rest = text.split(START, 1)
     _, tail = rest.split(END, 1)
     DOC.write_text(f"{head}{START}\n\n{generated}\n\n{END}{tail}")
-def export_tests() -> None:
-    from eebench.submit.export_elue import export_elue
-
-    manifest = []
-    for summary in sorted(TEST_RUNS.rglob(R.SUMMARY_FILE)) if TEST_RUNS.is_dir() else []:
-        run_dir = summary.parent
-        cfg = R.RunConfig.model_validate_json((run_dir / R.CONFIG_FILE).read_text())
-        exp = export_elue(run_dir, EXPORT / cfg.method)
-        if not exp.complete:
-            raise SystemExit(f"{run_dir}: {exp.rows} test rows, expected {exp.expected_rows}")
-        for f in exp.files:
-            digest = hashlib.sha256(Path(f.path).read_bytes()).hexdigest()
-            manifest.append({"run": str(run_dir.relative_to(ROOT)), "file":
-                             str(Path(f.path).relative_to(ROOT)), "rows": f.rows,
-                             "sweep": f"{f.sweep_param}={f.sweep_value:g}",
-                             "avg_exit_layer": round(f.avg_exit_layer, 4),
-                             "mean_mflops": round(f.mean_mflops, 3), "sha256": digest})
-    path = TEST_RUNS / "export-manifest.json"
-    path.write_text(json.dumps(manifest, indent=1) + "\n")
-    print(f"exported {len(manifest)} ELUE test files to {EXPORT.relative_to(ROOT)}")
-
-
 if __name__ == "__main__":
     main()

@@ -1,6 +1,6 @@
 """The 12-layer slice in docs/results.md and its cost per run in docs/benchmarks.md.
 
-    python benchmarks/report_elue_mpnet.py
+    python benchmarks/report_elue_mpnet.py [--export]
 
 Reads the finished runs of `benchmarks/elue-mpnet.toml` (benchmarks/results/elue-mpnet, made by
 `benchmarks/elue_mpnet.sh`) and the MiniLM-L6 benchmark's runs of the same tasks, and writes,
@@ -12,6 +12,7 @@ run has finished.
 
 from __future__ import annotations
 
+import argparse
 import sys
 from pathlib import Path
 
@@ -21,7 +22,7 @@ import pandas as pd
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
 
-from _common import write_block  # noqa: E402
+from _common import export_tests, write_block  # noqa: E402
 
 from eebench.plot.style import task_title  # noqa: E402
 from eebench.run import artifacts as R  # noqa: E402
@@ -35,6 +36,8 @@ from eebench.score import (  # noqa: E402
 )
 
 MPNET_RUNS = ROOT / "benchmarks" / "results" / "elue-mpnet"
+TEST_RUNS = ROOT / "benchmarks" / "results" / "elue-mpnet-test"  # DeeBERT, PABEE on test splits
+EXPORT = ROOT / "benchmarks" / "results" / "elue-export-mpnet"
 MINILM_RUNS = ROOT / "benchmarks" / "results" / "elue-minilm"
 RESULTS, BENCHMARKS = ROOT / "docs" / "results.md", ROOT / "docs" / "benchmarks.md"
 MARKERS = ("<!-- mpnet-slice:start -->", "<!-- mpnet-slice:end -->")
@@ -121,6 +124,10 @@ def wall_minutes(run: Run) -> float | None:
 
 
 def main() -> None:
+    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    ap.add_argument("--export", action="store_true",
+                    help="also write the ELUE test files of the test-split runs")
+    args = ap.parse_args()
     mpnet = finished(MPNET_RUNS)
     minilm = finished(MINILM_RUNS, {r.config.task for r in mpnet})
     write_block(RESULTS, *MARKERS, section(mpnet, minilm),
@@ -132,6 +139,8 @@ def main() -> None:
                 "2-core machine, as its `summary.json` records it.")
     print(f"wrote {RESULTS.relative_to(ROOT)} and {BENCHMARKS.relative_to(ROOT)} from "
           f"{len(mpnet)} MPNet-base runs")
+    if args.export:
+        export_tests(TEST_RUNS, EXPORT)
 
 
 if __name__ == "__main__":
