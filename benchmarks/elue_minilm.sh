@@ -27,6 +27,17 @@ for _ in $(seq "$WORKERS"); do
 done
 wait
 
+# every exit rule on the DeeBERT, PABEE and ElasticBERT models of those tasks, in one pass each
+# (their checkpoints are reused; a model whose checkpoint is gone retrains to the same weights)
+for _ in $(seq "$WORKERS"); do
+  OMP_NUM_THREADS=1 eebench run --config "$CONFIG" --data-dir "$DATA_DIR" \
+    --method deebert --method pabee --method elasticbert \
+    --rule entropy --rule maxprob --rule patience \
+    --task sst2 --task elue-mrpc --task elue-scitail &
+  sleep 5
+done
+wait
+
 # ELUE test-split predictions (labels withheld) from the seed-1 models, for export-elue.
 tasks=(); for t in "${ELUE_TASKS[@]}"; do tasks+=(--task "$t"); done
 OMP_NUM_THREADS=$WORKERS eebench run --config "$CONFIG" --data-dir "$DATA_DIR" --split test \
