@@ -127,6 +127,14 @@ difference is in per-sample accuracy (squared error for STS-B), which for CoLA (
 
 {pabee}
 
+## Every rule on every model
+
+The ELUE score of each exit rule swept on each training scheme's models (`eebench run --rule`,
+one pass per model; the scheme's own rule is its plain run), per task, ± over seeds. A row is how
+the models were trained, a column how they exit.
+
+{rules}
+
 ## Per task
 
 Every operating point, seed-averaged. *speed-up*: full-model MFLOPs ÷ the point's; *latency*:
@@ -307,6 +315,31 @@ def significance_table(points, tasks: list[str]) -> str:
     return markdown(rows, "lrllr")
 
 
+SCHEMES = ("deebert", "pabee", "elasticbert")
+RULES = ("entropy", "maxprob", "patience")
+
+
+def rules_table(elue: dict, by_seed: dict, tasks: list[str]) -> str:
+    """Per task and training scheme: the ELUE score of each rule on its models."""
+    from eebench.methods.base import get_method
+
+    rows = []
+    for t in tasks:
+        for scheme in SCHEMES:
+            cells = {}
+            for rule in RULES:
+                label = scheme if get_method(scheme).rule == rule else f"{scheme}+{rule}"
+                score = elue.get(label, {}).get(t)
+                seeds = pd.Series(by_seed.get(label, {}).get(t, {}), dtype=float)
+                cells[rule] = "-" if score is None else signed(score, seeds)
+            if any(c != "-" for c in cells.values()) and any(
+                    f"{scheme}+{r}" in elue for r in RULES):
+                rows.append({"task": get_task(t).title, "trained as": scheme, **cells})
+    if not rows:
+        return "(no run of another rule on these models yet: benchmarks/elue_minilm.sh runs them)"
+    return markdown(rows, "ll" + "r" * len(RULES))
+
+
 def pabee_table(points, tasks: list[str]) -> str:
     """PABEE's best point against the full model (static k = L), paired bootstrap."""
     rows = []
@@ -417,6 +450,7 @@ def main() -> None:
         elue=elue_table(report.elue, elue_by_seed(raw, reference), tasks, methods),
         summary=summary_table(scored, ensembles, tasks, methods), n_resamples=N_RESAMPLES,
         significance=significance_table(points, tasks), pabee=pabee_table(points, tasks),
+        rules=rules_table(report.elue, elue_by_seed(raw, reference), tasks),
         tasks="\n\n".join(sections)))
 
     if not args.no_figures:

@@ -22,6 +22,7 @@ import numpy as np
 import pytest
 from safetensors.numpy import save_file
 
+from eebench.errors import DataError
 from eebench.io import atomic_write_text, write_json
 from eebench.run import artifacts as R
 from eebench.submit.build import build_submission, write_submission
@@ -341,6 +342,21 @@ def test_inconsistent_files_are_refused(tiny, tmp_path, case):
     verdict = validate_file(path, references=tiny["references"])
     assert not verdict.ok and words in verdict.reason, verdict.reason
     assert "\n" not in verdict.reason
+
+
+def test_a_grid_of_pairs_may_cost_less_deeper_one_threshold_may_not(tiny):
+    """Along one threshold every sample exits no earlier as it gets stricter, so FLOPs never fall
+    with depth; a grid of (patience, threshold) pairs is not nested: a point may run deeper on
+    average on shorter samples and cost less. Only the latter passes."""
+    from eebench.submit.schema import Submission
+    from eebench.submit.validate import _check_flops_grow
+
+    run = Submission.model_validate(tiny["data"]).tasks["rte"].runs[0]
+    points = [p.model_copy(update={"mean_flops": 1.0, "mean_mflops": 1e-6}) if i == 2 else p
+              for i, p in enumerate(run.points)]
+    with pytest.raises(DataError, match="FLOPs fall as samples run deeper"):
+        _check_flops_grow(points, "run", "threshold")
+    _check_flops_grow(points, "run", "patience+threshold")
 
 
 @pytest.mark.parametrize("literal,words", [

@@ -6,7 +6,8 @@ refused without being parsed into memory); then the JSON is parsed with hooks th
 infinity and duplicate keys (Python's json module accepts all three); then the pydantic schema
 (types, missing and unknown fields, bounded sizes); then what no schema can say: known tasks and
 their metrics, metric ranges per metric, a histogram that adds up to the sample count, an average
-exit layer that is the histogram's mean, FLOPs that never fall as samples run deeper; then
+exit layer that is the histogram's mean, FLOPs that never fall as samples run deeper (along one
+swept parameter); then
 physical plausibility (eebench.submit.plausible: FLOPs and parameters a model of the declared
 size can have); last, the ELUE score (eebench.submit.rescore): the reference the file names is
 looked up by name (and sha256) among known reference files, and every task's score and the
@@ -214,8 +215,14 @@ def _check_point(p: OperatingPoint, where: str, t: TaskEntry, n_samples: int,
                         f"{p.params_total} total, model {model_params})")
 
 
-def _check_flops_grow(points: list[OperatingPoint], where: str) -> None:
-    """One model on one task: running deeper on average never costs fewer FLOPs."""
+def _check_flops_grow(points: list[OperatingPoint], where: str, sweep_param: str) -> None:
+    """One model on one task, swept along one parameter: running deeper on average never costs
+    fewer FLOPs. Along one threshold or patience every sample exits no earlier as the exits
+    get stricter, so its FLOPs never fall; a registered rule's grid of pairs (e.g. PCEE's
+    patience+threshold) is not one ordered sweep: there a point can run deeper on average on
+    shorter samples, and cost less."""
+    if sweep_param in _pair_sweeps():
+        return
     ordered = sorted(points, key=lambda p: (p.avg_exit_layer, p.mean_flops))
     for a, b in zip(ordered, ordered[1:]):
         if b.mean_flops < a.mean_flops * (1 - 1e-9):
@@ -223,6 +230,14 @@ def _check_flops_grow(points: list[OperatingPoint], where: str) -> None:
                 f"{where}: FLOPs fall as samples run deeper (avg exit layer {a.avg_exit_layer:g}:"
                 f" {a.mean_flops:g} FLOPs, {b.avg_exit_layer:g}: {b.mean_flops:g})"
             )
+
+
+def _pair_sweeps() -> set[str]:
+    """The sweep parameters of the registered rules whose sweep is a grid of pairs."""
+    from eebench.rules.catalog import RULES, get_rule
+
+    return {kind.sweep_param for kind in map(get_rule, RULES.names())
+            if "+" in kind.sweep_param}
 
 
 def task_spec(task: str) -> TaskSpec:
@@ -278,7 +293,7 @@ def check_submission(sub: Submission) -> None:
                                 f"({len(sub.environments)} given)")
             for j, p in enumerate(run.points):
                 _check_point(p, f"{where}.points.{j}", t, run.n_samples, sub.model.params)
-            _check_flops_grow(run.points, where)
+            _check_flops_grow(run.points, where, sub.method.sweep_param)
     if sorted(set(sub.seeds)) != sorted(run_seeds) or len(set(sub.seeds)) != len(sub.seeds):
         raise DataError(f"seeds {sub.seeds} are not the seeds of the runs {sorted(run_seeds)}")
     largest = max(p.params_total for t in sub.tasks.values() for r in t.runs for p in r.points)
