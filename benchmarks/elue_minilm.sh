@@ -27,13 +27,14 @@ for _ in $(seq "$WORKERS"); do
 done
 wait
 
-# every exit rule on the DeeBERT, PABEE and ElasticBERT models of those tasks, in one pass each
-# (their checkpoints are reused; a model whose checkpoint is gone retrains to the same weights)
+# every exit rule on the DeeBERT, PABEE and ElasticBERT models of those tasks, each model's own
+# rule and the others from one pass over it, into their own directory (a checkpoint is reused
+# where it is still there, else the model is trained again)
 for _ in $(seq "$WORKERS"); do
   OMP_NUM_THREADS=1 eebench run --config "$CONFIG" --data-dir "$DATA_DIR" \
     --method deebert --method pabee --method elasticbert \
     --rule entropy --rule maxprob --rule patience \
-    --task sst2 --task elue-mrpc --task elue-scitail &
+    --task sst2 --task elue-mrpc --task elue-scitail --out benchmarks/results/elue-minilm-rules &
   sleep 5
 done
 wait

@@ -57,6 +57,7 @@ from eebench.tasks.spec import get_task  # noqa: E402
 CONFIG = ROOT / "benchmarks" / "elue-minilm.toml"
 RUNS = ROOT / "benchmarks" / "results" / "elue-minilm"
 TEST_RUNS = ROOT / "benchmarks" / "results" / "elue-minilm-test"
+RULE_RUNS = ROOT / "benchmarks" / "results" / "elue-minilm-rules"  # every rule on some models
 EXPORT = ROOT / "benchmarks" / "results" / "elue-export"
 DOC = ROOT / "docs" / "results.md"
 FIGURES = ROOT / "docs" / "figures" / "results"
@@ -129,9 +130,9 @@ difference is in per-sample accuracy (squared error for STS-B), which for CoLA (
 
 ## Every rule on every model
 
-The ELUE score of each exit rule swept on each training scheme's models (`eebench run --rule`,
-one pass per model; the scheme's own rule is its plain run), per task, ± over seeds. A row is how
-the models were trained, a column how they exit.
+The ELUE score of each exit rule swept on each training scheme's models (`eebench run --rule`:
+one pass over each model serves its own rule and the others), per task, ± over seeds, against
+the same reference. A row is how the models were trained, a column how they exit.
 
 {rules}
 
@@ -319,6 +320,21 @@ SCHEMES = ("deebert", "pabee", "elasticbert")
 RULES = ("entropy", "maxprob", "patience")
 
 
+def runs_with(root: Path, tasks: set[str]) -> list:
+    return [r for r in finished_runs(root) if r.config.task in tasks]
+
+
+def rules_section(runs, reference, tasks: list[str]) -> str:
+    """The rule-by-scheme table from the rule runs (their own directory: each model's own rule
+    and the others from one pass over the same model), scored against the same reference."""
+    if not runs:
+        return "(no rule runs yet: benchmarks/elue_minilm.sh runs them)"
+    raw = raw_points(runs)
+    scored = score(aggregate_seeds(raw), reference)
+    return (f"From {len(runs)} runs in `benchmarks/results/elue-minilm-rules/`.\n\n"
+            + rules_table(scored.elue, elue_by_seed(raw, reference), tasks))
+
+
 def rules_table(elue: dict, by_seed: dict, tasks: list[str]) -> str:
     """Per task and training scheme: the ELUE score of each rule on its models."""
     from eebench.methods.base import get_method
@@ -332,11 +348,8 @@ def rules_table(elue: dict, by_seed: dict, tasks: list[str]) -> str:
                 score = elue.get(label, {}).get(t)
                 seeds = pd.Series(by_seed.get(label, {}).get(t, {}), dtype=float)
                 cells[rule] = "-" if score is None else signed(score, seeds)
-            if any(c != "-" for c in cells.values()) and any(
-                    f"{scheme}+{r}" in elue for r in RULES):
+            if any(c != "-" for c in cells.values()):
                 rows.append({"task": get_task(t).title, "trained as": scheme, **cells})
-    if not rows:
-        return "(no run of another rule on these models yet: benchmarks/elue_minilm.sh runs them)"
     return markdown(rows, "ll" + "r" * len(RULES))
 
 
@@ -450,7 +463,7 @@ def main() -> None:
         elue=elue_table(report.elue, elue_by_seed(raw, reference), tasks, methods),
         summary=summary_table(scored, ensembles, tasks, methods), n_resamples=N_RESAMPLES,
         significance=significance_table(points, tasks), pabee=pabee_table(points, tasks),
-        rules=rules_table(report.elue, elue_by_seed(raw, reference), tasks),
+        rules=rules_section(runs_with(RULE_RUNS, with_reference), reference, tasks),
         tasks="\n\n".join(sections)))
 
     if not args.no_figures:

@@ -68,6 +68,8 @@ FIELD_TASKS = ["sst2", "elue-mrpc", "elue-scitail"]
 GRIDS = {  # what benchmarks/*.sh ran, as the command line merges it into the config
     "elue-minilm": {"methods": ["static", "deebert", "pabee"]},
     "elue-minilm-field": {"methods": FIELD, "tasks": FIELD_TASKS},
+    "elue-minilm-rules": {"methods": ["deebert", "pabee", "elasticbert"], "tasks": FIELD_TASKS,
+                          "rules": ["entropy", "maxprob", "patience"]},
     "pabee-ablation": {"methods": ["pabee"], "tasks": ["sst2", "elue-scitail"],
                        "seeds": [1, 2, 3],
                        "methods_settings": {"pabee": {"loss_weights": "equal"}}},
@@ -82,11 +84,12 @@ def test_the_benchmark_config_expands_to_the_committed_runs(out, minilm_path):
     config = merge(load_config(ROOT / "benchmarks" / "elue-minilm.toml"), GRIDS[out])
     runs = expand(config).runs
     assert runs
+    running = out in ("elue-minilm-field", "elue-minilm-rules")  # phases of elue_minilm.sh
     where = RESULTS / out.removesuffix("-field")  # the field's methods share elue-minilm/
-    if out.endswith("-field"):  # a benchmark still running: what is committed is in the grid
+    if running:  # a benchmark still running: what is committed is in the grid
         cells = {run_dir_for(run, where) for run in runs}
-        committed = {p.parent for m in GRIDS[out]["methods"]
-                     for p in (where / "minilm-l6" / m).glob("*/*/summary.json")}
+        committed = {p.parent for label in {run.label for run in runs}
+                     for p in (where / "minilm-l6" / label).glob("*/*/summary.json")}
         assert committed and committed <= cells, sorted(committed - cells)
         runs = [run for run in runs if run_dir_for(run, where) in committed]
     for run in runs:
