@@ -1,7 +1,7 @@
 """Domain shift: DeeBERT and PABEE trained on GLUE SST-2 (MiniLM-L6, the benchmark's budget, seed
 1) and evaluated on their own dev split, on ELUE SST-2 (the same kind of sentences, other data)
 and on IMDb reviews (another domain, much longer texts): accuracy, average exit layer and ECE
-at each setting, side by side.
+and consistency with the full-depth prediction at each setting, side by side.
 
 The runs are `eebench run --eval-task` runs (benchmarks/results/shift-minilm; the commands are in
 docs/results.md). Prints the tables and writes them into docs/results.md between its markers.
@@ -33,7 +33,7 @@ SHOWN_THRESHOLDS = 6  # DeeBERT's 21 thresholds: every fourth is shown
 
 
 def cell(p) -> str:
-    return f"{p.main:.1f} / {p.avg_exit_layer:.2f} / {p.ece:.1f}"
+    return f"{p.main:.1f} / {p.avg_exit_layer:.2f} / {p.ece:.1f} / {p.consistency:.1f}"
 
 
 def method_table(runs, method: str) -> str:
@@ -64,7 +64,8 @@ def main() -> None:
     n = {t: len({r.points[0].n_samples for r in runs if r.config.task == t}) and
          next(r.points[0].n_samples for r in runs if r.config.task == t)
          for t in EVALUATED if any(r.config.task == t for r in runs)}
-    parts = [START, "", "Each cell: accuracy (%) / average exit layer / ECE (%), on "
+    parts = [START, "", "Each cell: accuracy (%) / average exit layer / ECE (%) / consistency "
+             "with the model's own full-depth prediction (%), on "
              + ", ".join(f"{get_task(t).title} ({k} dev samples)" for t, k in n.items())
              + f". Trained on {get_task(TRAINED_ON).title} only, seed 1."]
     for method in ("deebert", "pabee"):
