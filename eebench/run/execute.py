@@ -153,8 +153,8 @@ def _execute(cfgs: list[R.RunConfig], opts: RunOptions, run_dirs: list[Path]) ->
         eval_ex = eval_ex.take(cfg.max_eval_samples, EVAL_SUBSET_SEED)
 
     method = get_method(cfg.method, **cfg.method_settings)
-    variants = method.variants(cfg.sweep if cfg.rule is None else
-                               method.default_sweep(2, spec.is_regression, spec.num_labels))
+    # a rule run sweeps its own values over the method's one model (`sweep_variant`)
+    variants = method.variants(cfg.sweep if cfg.rule is None else [])
     full_layers = backbone_layers(cfg.model)
 
     from eebench.run.evaluate import full_pass, sweep_variant

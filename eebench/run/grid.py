@@ -61,7 +61,7 @@ def rules_for(config: BenchConfig, method: str, task: str,
         kind = get_rule(name)
         if kind.name == m.rule:
             continue  # the method's own rule: its plain run
-        if len(m.variants(m.default_sweep(2, spec.is_regression, spec.num_labels))) > 1:
+        if len(m.variants([1.0, 2.0])) > 1:  # one model per sweep value, e.g. static's
             raise UsageError(f"--rule {kind.name}: {m.name} trains {m.trains}, each with one "
                              "exit: there is no exit to choose", hint="use --rule with methods "
                              "that put exits on one model (eebench methods)")
