@@ -247,3 +247,43 @@ def test_elue_export_lists_every_model_run():
                                       "(3),emb; (3,8),layer_1; (3,8),layer_2; (8),exit_2")
     assert modules(3, 4, cascade).count("emb") == 3
     assert modules(3, 4, cascade).count("layer_") == 1 + 2 + 4
+
+
+def test_flops_cli_counts_every_model_of_the_cascade():
+    def flops(*args: str) -> dict:
+        result = runner.invoke(app, ["flops", "--seq-len", "20", "--json", *args])
+        assert result.exit_code == 0, result.output
+        return json.loads(result.stdout)
+
+    static = flops("--method", "static")
+    layer = static["modules"][1]["fvcore"]
+    embed, head = static["modules"][0]["fvcore"], static["modules"][-1]["fvcore"]
+    cascade = flops("--method", "cascade")
+    assert cascade["counters_agree"]
+    assert len(cascade["modules"]) == sum(1 + k + 1 for k in (1, 2, 4, 6))
+    assert cascade["modules"][0]["module"] == "model 1 (1 layer): embeddings"
+    assert cascade["modules"][-1]["module"] == "model 4 (6 layers): exit head 0 (after layer 6)"
+    # a sample that reaches the last model ran all four, each whole
+    assert cascade["total_flops"] == sum(embed + k * layer + head for k in (1, 2, 4, 6))
+
+
+def test_train_cli_trains_each_model_of_the_cascade_for_run_to_reuse(tmp_path, data_dir,
+                                                                      monkeypatch):
+    monkeypatch.chdir(tmp_path)
+    backbone = tiny.save_tiny_backbone(tmp_path / "tiny-bert", num_layers=3)
+    result = runner.invoke(app, [
+        "train", "--method", "cascade", "--task", "rte", "--model", str(backbone),
+        "--data-dir", str(data_dir), "--max-train-samples", "32", "--epochs", "1",
+        "--max-seq-length", "48", "--out", str(tmp_path / "ckpt"), "--json"])
+    assert result.exit_code == 0, result.output + str(result.exception)
+    report = json.loads(result.stdout)
+    parts = report["parts"]
+    assert [p["method_settings"] for p in parts] == [{"layers": k} for k in (1, 2, 3)]
+    assert all(p["finished"] and p["method"] == "static" for p in parts)
+    assert [Path(p["checkpoint"]).parts[-3] for p in parts] == ["static"] * 3
+    trained = {p["checkpoint"]: (Path(p["checkpoint"]) / "model.safetensors").stat().st_mtime_ns
+               for p in parts}
+    run_dir = _run(tmp_path, backbone, data_dir, "--method", "cascade", "--sweep", SWEEP)
+    [variant] = R.read_run(run_dir).summary.variants
+    assert variant.checkpoint.split(";") == list(trained)  # the trained models, not retrained
+    assert {c: (Path(c) / "model.safetensors").stat().st_mtime_ns for c in trained} == trained

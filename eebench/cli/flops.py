@@ -8,6 +8,7 @@ albert-base, distilbert-base, mpnet-base, elasticbert-base) need no download.
 
 from __future__ import annotations
 
+import copy
 from typing import Annotated
 
 import typer
@@ -61,7 +62,7 @@ def flops_command(
     import torch
     from transformers import AutoModel
 
-    from eebench.measure.flops import CONVENTIONS, fvcore_flops, layer_piece, torch_flops
+    from eebench.measure.flops import CONVENTIONS
     from eebench.methods.base import get_method
     from eebench.models.multi_exit import assemble
 
@@ -72,25 +73,23 @@ def flops_command(
         raise UsageError(f"--num-labels must be in 1..{MAX_LABELS:,}, got {num_labels}")
     pooling = _pooling(model_config, pooling)
     config = _config(model_config)
-    with torch.device("meta"):  # shapes only: counting needs no values and no memory
-        hf = AutoModel.from_config(config, attn_implementation="eager")
-        model = assemble(hf, get_method(method), num_labels, pooling=pooling)
-    if not 1 <= seq_len <= model.max_tokens:
-        raise UsageError(f"--seq-len must be in 1..{model.max_tokens}")
-    with torch.device("meta"):
-        ids = torch.zeros(1, seq_len, dtype=torch.long)
-        ones = torch.ones(1, seq_len, dtype=torch.long)
-        hidden, inputs = model.embed(ids, ones, torch.zeros_like(ones))
-    pieces = [("embeddings", model.embed, (ids, ones, torch.zeros_like(ones)))]
-    pieces += [(f"layer {i + 1}", *layer_piece(model, i, hidden, inputs))
-               for i in range(model.num_layers)]
-    pieces += [(f"exit head {j} (after layer {k})", lambda h, m, j=j: model.head(j, h, m),
-                (hidden, ones)) for j, k in enumerate(model.exit_layers)]
+    m = get_method(method)
+
+    def build(part):  # a fresh config each: assembling a static model cuts its layers
+        with torch.device("meta"):  # shapes only: counting needs no values and no memory
+            hf = AutoModel.from_config(copy.deepcopy(config), attn_implementation="eager")
+            return assemble(hf, part, num_labels, pooling=pooling)
+
+    # a combining method (a cascade) runs its complete models one after another: count each
+    parts = m.parts(config.num_hidden_layers) if m.combines else [m]
+    models = [build(part) for part in parts]
+    if not 1 <= seq_len <= min(model.max_tokens for model in models):
+        raise UsageError(f"--seq-len must be in 1..{models[0].max_tokens}")
     rows = []
-    for name, fn, inputs in pieces:
-        fv = fvcore_flops(fn, inputs, convention, owner=model)
-        tc = torch_flops(fn, inputs, convention)
-        rows.append({"module": name, "fvcore": fv, "torch": tc, "agree": fv == tc})
+    for s, model in enumerate(models):
+        n = model.num_layers
+        prefix = f"model {s + 1} ({n} layer{'s' * (n != 1)}): " if m.combines else ""
+        rows += _count(model, seq_len, convention, prefix)
     totals = {c: sum(r[c] for r in rows) for c in ("fvcore", "torch")}
     result = {
         "model_config": model_config, "method": method, "seq_len": seq_len,
@@ -98,14 +97,16 @@ def flops_command(
         "convention_description": CONVENTIONS[convention],
         "modules": rows, "total_flops": totals["fvcore"], "total_flops_torch": totals["torch"],
         "total_mflops": totals["fvcore"] / 1e6, "counters_agree": all(r["agree"] for r in rows),
-        "note": "total = every module once: the full path with every exit head evaluated",
+        "note": "total = every module once: the full path with every exit head evaluated"
+                + (", every model of the cascade run" if m.combines else ""),
     }
     if json_out:
         print_json(result)
     else:
         from rich.table import Table
 
-        t = Table(title=f"FLOPs of {model_config} + {method} heads ({pooling} pooling) at "
+        what = f"{len(models)} chained models" if m.combines else f"{method} heads"
+        t = Table(title=f"FLOPs of {model_config} + {what} ({pooling} pooling) at "
                         f"n = {seq_len} ({convention})")
         for col in ("module", "fvcore", "FlopCounterMode"):
             t.add_column(col, justify="right" if col != "module" else "left")
@@ -117,3 +118,27 @@ def flops_command(
                           f"{result['counters_agree']}")
     if not result["counters_agree"]:
         raise typer.Exit(1)
+
+
+def _count(model, seq_len: int, convention: str, prefix: str = "") -> list[dict]:
+    """One row per module of `model` (embeddings, each layer, each exit head): its FLOPs at
+    `seq_len` tokens from fvcore and from torch's FlopCounterMode."""
+    import torch
+
+    from eebench.measure.flops import fvcore_flops, layer_piece, torch_flops
+
+    with torch.device("meta"):
+        ids = torch.zeros(1, seq_len, dtype=torch.long)
+        ones = torch.ones(1, seq_len, dtype=torch.long)
+        hidden, inputs = model.embed(ids, ones, torch.zeros_like(ones))
+    pieces = [("embeddings", model.embed, (ids, ones, torch.zeros_like(ones)))]
+    pieces += [(f"layer {i + 1}", *layer_piece(model, i, hidden, inputs))
+               for i in range(model.num_layers)]
+    pieces += [(f"exit head {j} (after layer {k})", lambda h, m, j=j: model.head(j, h, m),
+                (hidden, ones)) for j, k in enumerate(model.exit_layers)]
+    rows = []
+    for name, fn, args in pieces:
+        fv = fvcore_flops(fn, args, convention, owner=model)
+        tc = torch_flops(fn, args, convention)
+        rows.append({"module": prefix + name, "fvcore": fv, "torch": tc, "agree": fv == tc})
+    return rows

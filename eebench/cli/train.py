@@ -129,6 +129,7 @@ def train_command(
     from eebench.models.backbones import resolve_pooling
     from eebench.run.config import BenchConfig, merge
     from eebench.tasks.spec import get_task
+    from eebench.train import distributed
 
     settings = parse_settings(setting or [])
     if layers is not None:
@@ -150,8 +151,21 @@ def train_command(
     cfg = config.training(spec, config.train.seed)
     _check_processes(processes, cfg)
     out_dir(out, "checkpoints")
-    _run(m, spec, model, resolve_pooling(model, config.pooling), resolve_data_dir(data_dir), cfg,
-         out, overwrite, json_out, processes)
+    pooling = resolve_pooling(model, config.pooling)
+    data = resolve_data_dir(data_dir)
+    if not m.combines:
+        result = _run(m, spec, model, pooling, data, cfg, out, overwrite, processes)
+    else:  # a cascade: its models trained one by one, each its own checkpoint
+        from eebench.run.execute import backbone_layers
+
+        parts = m.parts(backbone_layers(model))
+        if distributed.is_main_process():
+            err_console.print(f"[bold]{m.name}[/]: {len(parts)} models, trained one by one")
+        result = {"method": m.name, "method_settings": m.settings,
+                  "parts": [_run(p, spec, model, pooling, data, cfg, out, overwrite, processes)
+                            for p in parts]}
+    if json_out and distributed.is_main_process():
+        print_json(result)
 
 
 def _check_processes(processes: int, cfg: TrainConfig) -> None:
@@ -185,7 +199,8 @@ def train_process(method: str, settings: dict[str, Any], task: str, model: str, 
 
 
 def _run(method, spec, model: str, pooling: str, data_dir: Path | None, cfg: TrainConfig,
-         out: Path, overwrite: bool, json_out: bool, processes: int = 1) -> None:
+         out: Path, overwrite: bool, processes: int = 1) -> dict[str, Any]:
+    """Train one model; print its summary and return what `--json` shows of it."""
     from eebench.tasks.loaders import load_split
     from eebench.train import distributed
     from eebench.train.checkpoint import read_state
@@ -208,24 +223,23 @@ def _run(method, spec, model: str, pooling: str, data_dir: Path | None, cfg: Tra
                      console=err_console if main else None, overwrite=overwrite, pooling=pooling)
     seconds = time.perf_counter() - start
     if not main:
-        return
+        return {}
     state = read_state(path)
     last = state.history[-1] if state and state.history else None
     exits = last["exits"] if last else []
     _print_summary(spec, path, exits, seconds)
-    if json_out:
-        print_json({
-            "checkpoint": str(path),
-            "config_hash": state.config_hash if state else None,
-            "model": model, "pooling": pooling, "method": method.name,
-            "method_settings": method.settings,
-            "task": spec.name, "finished": bool(state and state.finished),
-            "global_step": state.global_step if state else 0,
-            "processes": max(processes, distributed.launched_processes()),
-            "seconds": round(seconds, 3),
-            "main_metric": spec.main_metric,
-            "dev": [{"exit": e["exit"], "layer": e["layer"], **e["metrics"]} for e in exits],
-        })
+    return {
+        "checkpoint": str(path),
+        "config_hash": state.config_hash if state else None,
+        "model": model, "pooling": pooling, "method": method.name,
+        "method_settings": method.settings,
+        "task": spec.name, "finished": bool(state and state.finished),
+        "global_step": state.global_step if state else 0,
+        "processes": max(processes, distributed.launched_processes()),
+        "seconds": round(seconds, 3),
+        "main_metric": spec.main_metric,
+        "dev": [{"exit": e["exit"], "layer": e["layer"], **e["metrics"]} for e in exits],
+    }
 
 
 def _print_summary(spec, path: Path, exits: list[dict], seconds: float) -> None:
