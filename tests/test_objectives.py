@@ -14,6 +14,7 @@ import pytest
 import torch
 import torch.nn.functional as F
 
+from eebench.errors import UsageError
 from eebench.methods.base import get_method
 from eebench.tasks.loaders import load_split
 from eebench.tasks.spec import get_task
@@ -273,6 +274,35 @@ def test_sweet_without_the_route_every_lower_layer_learns():
     _, model, _ = _sweet_model()
     F.cross_entropy(model(IDS, MASK)[2], torch.tensor([1, 0])).backward()
     assert all(any(_reached(p) for p in layer.parameters()) for layer in model.layers)
+
+
+@pytest.mark.parametrize("exit_index", [0, 1])
+def test_sweet_with_placed_exits_an_exit_trains_its_block_of_layers(exit_index):
+    """The paper's placement (four exits on BERT-base, after layers 1, 4, 6, 12): on 4 layers
+    with exits after 1 and 3, exit 2's loss trains layers 2 and 3, not 1 or 4 (no exit reads
+    layer 4, so it is not even run); one pooler, two heads."""
+    method = get_method("sweet", exit_layers=[1, 3])
+    model = tiny.tiny_model(method, depth=4, seed=5).eval()
+    assert model.exit_layers == (1, 3) and model.num_exits == 2
+    assert sum(1 for h in model.heads if "pooler" in h._modules) == 1
+    logits = model(IDS, MASK, route=method.route(method.stages()[0], model.num_exits))
+    assert len(logits) == 2
+    F.cross_entropy(logits[exit_index], torch.tensor([1, 0])).backward()
+    block = {0: {0}, 1: {1, 2}}[exit_index]
+    for i, layer in enumerate(model.layers):
+        reached = any(_reached(p) for p in layer.parameters())
+        assert reached == (i in block), (exit_index, i)
+
+
+def test_sweet_exit_layers_are_checked():
+    for bad in ([], [0, 2], [3, 2], [2, 2]):
+        with pytest.raises(UsageError, match="exit_layers"):
+            get_method("sweet", exit_layers=bad)
+    with pytest.raises(UsageError, match="after layer 5 but the backbone has 4"):
+        tiny.tiny_model(get_method("sweet", exit_layers=[1, 5]), depth=4)
+    # a run of every layer records no exit_layers, so its directory keeps its name
+    assert "exit_layers" not in get_method("sweet").settings
+    assert get_method("sweet", exit_layers=[1, 2]).settings["exit_layers"] == [1, 2]
 
 
 def test_sweet_loss_is_the_plain_sum_over_exits():

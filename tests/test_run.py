@@ -322,6 +322,19 @@ def test_every_method_runs_end_to_end_with_no_disagreement(tmp_path, backbone, d
     # (tests/test_evaluate.py checks the agreement where exits are mixed, with confident heads)
 
 
+def test_sweet_with_placed_exits_runs_with_no_disagreement(tmp_path, backbone, data_dir):
+    """SWEET with fewer exits than layers (the paper's four on BERT-base): the exits sit where
+    they were set, and the real inference decides as the simulation."""
+    out = _run(tmp_path, backbone, data_dir, "--method", "sweet", "--setting",
+               "exit_layers=[1,3]", "--max-train-samples", "40")
+    points = out["points"]
+    assert points and [p["disagreements"] for p in points] == [0] * len(points)
+    run_dir = Path(out["run_dir"])
+    assert R.read_run(run_dir).summary.variants[0].exit_layers == [1, 3]
+    exits = load_file(str(run_dir / R.PREDICTIONS_FILE))["exit_layer"]
+    assert set(np.unique(exits)) <= {1, 3} and (exits[-1] == 3).all()  # threshold 1: the last
+
+
 def test_two_rules_on_one_trained_model_in_one_pass(tmp_path, backbone, data_dir):
     """`--rule` sweeps other rules on the method's model: one training, one pass over the split,
     a run directory per rule, labelled method+rule; a rule the model cannot serve is refused."""

@@ -61,14 +61,18 @@ class PABEE(EarlyExitMethod):
 
         from eebench.models.multi_exit import ExitHead, ExitHeads
 
+        layers = self.head_layers(num_layers)
         if self.config.shared_pooler:
             shared = copy.deepcopy(pooler)  # one module: head 0 owns it, the others reuse it
             heads = [ExitHead(shared, config, num_labels, own_pooler=(i == 0))
-                     for i in range(num_layers)]
+                     for i in range(len(layers))]
         else:  # each exit its own copy of the pretrained pooler
-            heads = [ExitHead(copy.deepcopy(pooler), config, num_labels)
-                     for _ in range(num_layers)]
-        return ExitHeads(nn.ModuleList(heads), tuple(range(1, num_layers + 1)))
+            heads = [ExitHead(copy.deepcopy(pooler), config, num_labels) for _ in layers]
+        return ExitHeads(nn.ModuleList(heads), layers)
+
+    def head_layers(self, num_layers: int) -> tuple[int, ...]:
+        """The layers with an exit after them: every one."""
+        return tuple(range(1, num_layers + 1))
 
     def stages(self) -> list[Stage]:
         return [Stage("joint", lambda model: list(model.parameters()))]

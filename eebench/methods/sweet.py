@@ -1,7 +1,8 @@
 """SWEET (Rotem et al., ACL Findings 2023; schwartz-lab-NLP/SWEET): Separating Weights in Early
 Exit Transformers. Each exit's loss trains only the layers since the previous exit.
 
-    head i  = shared pooler (one module, from the pretrained pooler) -> dropout -> linear_i
+    head i  = shared pooler (one module, from the pretrained pooler) -> dropout -> linear_i,
+              after every layer, or after the layers of the setting exit_layers (the paper: 4)
     train:    loss = sum_i CE_i; the hidden states passed on to the layers after exit i are
               detached, so layers (exit_{i-1}, exit_i] learn only from CE_i (the shared pooler
               learns from every exit)
@@ -13,8 +14,12 @@ Classification only.
 from __future__ import annotations
 
 from collections.abc import Sequence
+from itertools import pairwise
 from typing import TYPE_CHECKING
 
+from pydantic import field_validator
+
+from eebench.errors import UsageError
 from eebench.methods.base import MethodSettings, Stage, exit_loss, register_method
 from eebench.methods.pabee import PABEE
 
@@ -36,6 +41,26 @@ class SWEET(PABEE):
 
     class Settings(MethodSettings):  # its loss is its own: of PABEE's settings, the pooler's
         shared_pooler: bool = True  # the authors' one BERT pooler for every exit
+        # the layers with an exit after them (None: every layer); the paper's BERT-base runs
+        # put four, after layers 1, 4, 6 and 12, so each block of layers learns from one exit
+        exit_layers: list[int] | None = None
+        RECORDED_WHEN_CHANGED = ("exit_layers",)  # runs before it had every layer
+
+        @field_validator("exit_layers")
+        @classmethod
+        def _increasing(cls, v: list[int] | None) -> list[int] | None:
+            if v is not None and (not v or v[0] < 1 or any(a >= b for a, b in pairwise(v))):
+                raise ValueError("exit_layers must be layer numbers >= 1, strictly increasing")
+            return v
+
+    def head_layers(self, num_layers: int) -> tuple[int, ...]:
+        layers = self.config.exit_layers
+        if layers is None:
+            return super().head_layers(num_layers)
+        if layers[-1] > num_layers:
+            raise UsageError(f"sweet: an exit after layer {layers[-1]} but the backbone has "
+                             f"{num_layers} layers", hint="set exit_layers to layers it has")
+        return tuple(layers)
 
     def loss(self, exit_logits: Sequence[torch.Tensor], labels: torch.Tensor, stage: Stage,
              is_regression: bool, step: int = 0) -> torch.Tensor:
