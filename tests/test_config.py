@@ -73,6 +73,8 @@ GRIDS = {  # what benchmarks/*.sh ran, as the command line merges it into the co
     "pabee-ablation": {"methods": ["pabee"], "tasks": ["sst2", "elue-scitail"],
                        "seeds": [1, 2, 3],
                        "methods_settings": {"pabee": {"loss_weights": "equal"}}},
+    "sweet-exits": {"methods": ["sweet"], "tasks": FIELD_TASKS,
+                    "methods_settings": {"sweet": {"exit_layers": [1, 2, 4, 6]}}},
     "elue-minilm-test": {"methods": ["deebert", "pabee"], "seeds": [1], "split": "test",
                          "tasks": ["elue-sst2", "elue-mrpc", "elue-stsb", "elue-scitail",
                                    "elue-imdb"], "timing": {"enabled": False}},

@@ -59,9 +59,10 @@ def test_static_runs_score_zero_against_the_shipped_reference():
         assert label == "pabee" and all(abs(v) > 0 for v in per_task.values())
 
 
-def test_pabee_ablation_table_is_what_its_runs_give():
-    """docs/results.md's PABEE ablation table is rebuilt, unchanged, from the committed runs."""
-    out = subprocess.run([sys.executable, str(ROOT / "benchmarks" / "report_pabee_ablation.py"),
-                          "--no-write"], capture_output=True, text=True, check=True).stdout
+@pytest.mark.parametrize("script", ["report_pabee_ablation.py", "report_sweet_exits.py"])
+def test_ablation_table_is_what_its_runs_give(script):
+    """docs/results.md's ablation tables are rebuilt, unchanged, from the committed runs."""
+    out = subprocess.run([sys.executable, str(ROOT / "benchmarks" / script), "--no-write"],
+                         capture_output=True, text=True, check=True).stdout
     doc = (ROOT / "docs" / "results.md").read_text()
     assert out.strip() in doc

@@ -344,10 +344,11 @@ def test_inconsistent_files_are_refused(tiny, tmp_path, case):
     assert "\n" not in verdict.reason
 
 
-def test_a_grid_of_pairs_may_cost_less_deeper_one_threshold_may_not(tiny):
+def test_a_grid_of_pairs_may_cost_less_deeper_one_line_of_it_may_not(tiny):
     """Along one threshold every sample exits no earlier as it gets stricter, so FLOPs never fall
     with depth; a grid of (patience, threshold) pairs is not nested: a point may run deeper on
-    average on shorter samples and cost less. Only the latter passes."""
+    average on shorter samples and cost less, but not along one line of the grid (one patience,
+    or one threshold)."""
     from eebench.submit.schema import Submission
     from eebench.submit.validate import _check_flops_grow
 
@@ -356,7 +357,19 @@ def test_a_grid_of_pairs_may_cost_less_deeper_one_threshold_may_not(tiny):
               for i, p in enumerate(run.points)]
     with pytest.raises(DataError, match="FLOPs fall as samples run deeper"):
         _check_flops_grow(points, "run", "threshold")
-    _check_flops_grow(points, "run", "patience+threshold")
+
+    def grid(*cells):  # (sweep value = patience + threshold, avg exit layer, FLOPs)
+        return [run.points[0].model_copy(update={"sweep_value": v, "avg_exit_layer": d,
+                                                 "mean_flops": f, "mean_mflops": f / 1e6})
+                for v, d, f in cells]
+
+    # patience 1 and 2 cross over: deeper on average, fewer FLOPs, on different lines: allowed
+    _check_flops_grow(grid((1.5, 2.0, 200.0), (1.3, 2.5, 250.0), (2.1, 3.0, 240.0),
+                           (2.3, 2.2, 210.0)), "run", "patience+threshold")
+    for bad in (((1.5, 2.0, 200.0), (1.3, 2.5, 190.0)),   # one patience
+                ((1.5, 2.0, 200.0), (2.5, 2.5, 190.0))):  # one threshold
+        with pytest.raises(DataError, match="FLOPs fall as samples run deeper"):
+            _check_flops_grow(grid(*bad), "run", "patience+threshold")
 
 
 @pytest.mark.parametrize("literal,words", [

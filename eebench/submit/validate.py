@@ -218,11 +218,25 @@ def _check_point(p: OperatingPoint, where: str, t: TaskEntry, n_samples: int,
 def _check_flops_grow(points: list[OperatingPoint], where: str, sweep_param: str) -> None:
     """One model on one task, swept along one parameter: running deeper on average never costs
     fewer FLOPs. Along one threshold or patience every sample exits no earlier as the exits
-    get stricter, so its FLOPs never fall; a registered rule's grid of pairs (e.g. PCEE's
-    patience+threshold) is not one ordered sweep: there a point can run deeper on average on
-    shorter samples, and cost less."""
-    if sweep_param in _pair_sweeps():
+    get stricter, so its FLOPs never fall. A registered rule's grid of pairs (PCEE's
+    patience+threshold) is not one ordered sweep (a point can run deeper on average on shorter
+    samples, and cost less), but each line of the grid is: one patience with its thresholds,
+    one threshold with its patiences. The check holds along each."""
+    if sweep_param not in _pair_sweeps():
+        _check_ordered(points, where)
         return
+    from eebench.rules.catalog import split_pair
+
+    pairs = [split_pair(p.sweep_value) for p in points]
+    for axis in (0, 1):
+        lines: dict[float, list[OperatingPoint]] = {}
+        for p, pair in zip(points, pairs, strict=True):
+            lines.setdefault(pair[axis], []).append(p)
+        for line in lines.values():
+            _check_ordered(line, where)
+
+
+def _check_ordered(points: list[OperatingPoint], where: str) -> None:
     ordered = sorted(points, key=lambda p: (p.avg_exit_layer, p.mean_flops))
     for a, b in zip(ordered, ordered[1:]):
         if b.mean_flops < a.mean_flops * (1 - 1e-9):
