@@ -117,3 +117,12 @@ def export_tests(test_runs: Path, export: Path) -> None:
     path = test_runs / "export-manifest.json"
     path.write_text(json.dumps(manifest, indent=1) + "\n")
     print(f"exported {len(manifest)} ELUE test files to {export.relative_to(root)}")
+
+
+def publish_block(path: Path, start: str, end: str, lines: list[str], write: bool) -> str:
+    """The block `start`, `lines`, `end`: printed, and put in place in `path` when `write`."""
+    block = "\n".join([start, *lines, end])
+    print(block)
+    if write:
+        write_block(path, start, end, block)
+    return block

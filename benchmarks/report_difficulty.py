@@ -20,7 +20,7 @@ import pandas as pd
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
 
-from _common import write_block  # noqa: E402
+from _common import publish_block  # noqa: E402
 
 from eebench.plot.style import task_title  # noqa: E402
 from eebench.run import artifacts as R  # noqa: E402
@@ -93,7 +93,7 @@ def main() -> None:
                 else f"{c['test']['main']:.1f} ({full['main']:.1f})",
                 "test avg layer": "-" if c is None else f"{c['test']['avg_exit_layer']:.2f}"})
 
-    lines = [START, "",
+    lines = ["",
              "Built by `python benchmarks/report_difficulty.py` from the DeeBERT and PABEE runs "
              f"of seed {SEED} (`eebench analyze RUN` and `eebench select RUN --consistency "
              f"{CONSISTENCY} --delta {DELTA} --seed {SPLIT_SEED}` on each).", "",
@@ -114,11 +114,7 @@ def main() -> None:
         lines += [f"**Easiest and hardest {task_title(examples.task)} dev sentences** "
                   f"({examples.method}, {examples.sweep_param} = {examples.sweep_value:.3g}):",
                   "", pd.DataFrame(rows).to_markdown(index=False), ""]
-    lines.append(END)
-    block = "\n".join(lines)
-    print(block)
-    if not args.no_write:
-        write_block(DOC, START, END, block)
+    publish_block(DOC, START, END, lines, write=not args.no_write)
 
 
 if __name__ == "__main__":

@@ -18,7 +18,7 @@ import pandas as pd
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
 
-from _common import write_block  # noqa: E402
+from _common import publish_block  # noqa: E402
 
 from eebench.plot.data import exit_curve  # noqa: E402
 from eebench.plot.style import task_title  # noqa: E402
@@ -93,30 +93,31 @@ def main() -> None:
     variants = finished(VARIANT_RUNS)
     if not variants:
         sys.exit(f"no finished runs under {VARIANT_RUNS}: run benchmarks/pabee_ablation.sh first")
+    lines = ablation_lines(
+        "report_pabee_ablation.py", variants, finished(PAPER_RUNS, ("pabee", "static")),
+        seed_values, task_table, "Each exit's dev metric on all samples, mean ± std over seeds; "
+        "the ELUE score of the sweep against the shipped static reference (static's own: its "
+        "seeds' spread around the seed-averaged curve).")
+    publish_block(DOC, START, END, lines, write=not args.no_write)
+
+
+def ablation_lines(script: str, variants: list[Run], baseline: list[Run], seed_values,
+                   task_table, what: str) -> list[str]:
+    """An ablation's block: the variants' runs and the baseline's runs of the same tasks and
+    seeds, one table per task (`task_table` of the rows `seed_values` gives per run)."""
     tasks = sorted({r.config.task for r in variants}, key=lambda t: (t.startswith("elue-"), t))
     seeds = sorted({r.config.seed for r in variants})
-    # the paper's settings and the static models: the benchmark's runs of those tasks and seeds
-    paper = [r for r in finished(PAPER_RUNS, ("pabee", "static"))
-             if r.config.task in tasks and r.config.seed in seeds]
+    baseline = [r for r in baseline if r.config.task in tasks and r.config.seed in seeds]
     reference = load_reference(REFERENCE)
-    values = pd.DataFrame([row for r in paper + variants for row in seed_values(r, reference)])
-
-    lines = [START, "",
-             f"Built by `python benchmarks/report_pabee_ablation.py` from {len(paper)} + "
-             f"{len(variants)} runs (seeds {', '.join(map(str, seeds))}; the benchmark's budget "
-             "above). Each exit's dev metric on all samples, mean ± std over seeds; the ELUE "
-             "score of the sweep against the shipped static reference (static's own: its seeds' "
-             "spread around the seed-averaged curve).", ""]
+    values = pd.DataFrame([row for r in baseline + variants for row in seed_values(r, reference)])
+    lines = ["", f"Built by `python benchmarks/{script}` from {len(baseline)} + {len(variants)} "
+             f"runs (seeds {', '.join(map(str, seeds))}; the benchmark's budget above). {what}",
+             ""]
     for task in tasks:
         spec = get_task(task)
         lines += [f"**{task_title(spec.name)}** ({spec.main_metric})", "",
                   task_table(values[values.task == spec.name], seeds), ""]
-    lines.append(END)
-    block = "\n".join(lines)
-    print(block)
-    if not args.no_write:
-        write_block(DOC, START, END, block)
-
+    return lines
 
 if __name__ == "__main__":
     main()

@@ -17,7 +17,7 @@ import pandas as pd
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
 
-from _common import write_block  # noqa: E402
+from _common import publish_block  # noqa: E402
 
 from eebench.plot.style import task_title  # noqa: E402
 from eebench.score import aggregate_seeds, load_runs, raw_points  # noqa: E402
@@ -123,7 +123,7 @@ def main() -> None:
     bucket_text = "; ".join(f"{label} {n / 1e6:.1f}M ({b})" for label, (n, b) in buckets.items())
 
     lines = [
-        START, "",
+        "",
         f"Built by `python benchmarks/report_quality.py` from the {len(runs)} committed runs "
         f"above (seeds {', '.join(map(str, seeds))}), computed from their stored per-sample "
         "arrays; every cell is the mean ± std over seeds. Definitions: "
@@ -147,12 +147,8 @@ def main() -> None:
         "front, no interpolation between points), then mean ± std over seeds; `-`: some seed "
         "has no point that cheap.", "",
         budgets_markdown(budget_table(raw, DEFAULT_BUDGETS)), "",
-        END,
     ]
-    block = "\n".join(lines)
-    print(block)
-    if not args.no_write:
-        write_block(DOC, START, END, block)
+    publish_block(DOC, START, END, lines, write=not args.no_write)
 
 
 if __name__ == "__main__":

@@ -19,17 +19,15 @@ import pandas as pd
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
 
-from _common import write_block  # noqa: E402
-from report_pabee_ablation import finished, pm  # noqa: E402
+from _common import publish_block  # noqa: E402
+from report_pabee_ablation import ablation_lines, finished, pm  # noqa: E402
 
 from eebench.plot.data import exit_curve  # noqa: E402
-from eebench.plot.style import task_title  # noqa: E402
-from eebench.score import Run, elue_by_seed, load_reference, raw_points  # noqa: E402
+from eebench.score import Run, elue_by_seed, raw_points  # noqa: E402
 from eebench.tasks.spec import get_task  # noqa: E402
 
 EVERY_LAYER_RUNS = ROOT / "benchmarks" / "results" / "elue-minilm"
 PLACED_RUNS = ROOT / "benchmarks" / "results" / "sweet-exits"
-REFERENCE = ROOT / "leaderboard" / "references" / "minilm-l6-static.json"
 DOC = ROOT / "docs" / "results.md"
 START, END = "<!-- sweet-exits:start -->", "<!-- sweet-exits:end -->"
 
@@ -74,29 +72,12 @@ def main() -> None:
     placed = finished(PLACED_RUNS, ("sweet",))
     if not placed:
         sys.exit(f"no finished runs under {PLACED_RUNS}: run benchmarks/sweet_exits.sh first")
-    tasks = sorted({r.config.task for r in placed}, key=lambda t: (t.startswith("elue-"), t))
-    seeds = sorted({r.config.seed for r in placed})
-    every = [r for r in finished(EVERY_LAYER_RUNS, ("sweet",))
-             if r.config.task in tasks and r.config.seed in seeds]
-    reference = load_reference(REFERENCE)
-    values = pd.DataFrame([row for r in every + placed for row in seed_values(r, reference)])
-
-    lines = [START, "",
-             f"Built by `python benchmarks/report_sweet_exits.py` from {len(every)} + "
-             f"{len(placed)} runs (seeds {', '.join(map(str, seeds))}; the benchmark's budget "
-             "above). Each exit's dev metric on all samples (by the layer it follows), mean ± "
-             "std over seeds; the ELUE score of the threshold sweep against the shipped static "
-             "reference.", ""]
-    for task in tasks:
-        spec = get_task(task)
-        lines += [f"**{task_title(spec.name)}** ({spec.main_metric})", "",
-                  task_table(values[values.task == spec.name], seeds), ""]
-    lines.append(END)
-    block = "\n".join(lines)
-    print(block)
-    if not args.no_write:
-        write_block(DOC, START, END, block)
-
+    lines = ablation_lines(
+        "report_sweet_exits.py", placed, finished(EVERY_LAYER_RUNS, ("sweet",)), seed_values,
+        task_table, "Each exit's dev metric on all samples (by the layer it follows), mean ± "
+        "std over seeds; the ELUE score of the threshold sweep against the shipped static "
+        "reference.")
+    publish_block(DOC, START, END, lines, write=not args.no_write)
 
 if __name__ == "__main__":
     main()
