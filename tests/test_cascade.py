@@ -14,7 +14,7 @@ from typer.testing import CliRunner
 
 from eebench.cli import app
 from eebench.data.batching import collate, encode, eval_batches
-from eebench.errors import UsageError
+from eebench.errors import DataError, UsageError
 from eebench.measure.flops import build_cost_table, torch_flops
 from eebench.measure.params import count_unique, params_per_exit
 from eebench.methods.base import get_method
@@ -213,6 +213,20 @@ def test_cascade_run_reuses_static_checkpoints(tmp_path, data_dir, monkeypatch):
     assert [p.sweep_value for p in run.points] == [float(v) for v in SWEEP.split(",")]
     score = runner.invoke(app, ["score", str(run_dir), "--json"])
     assert score.exit_code == 0, score.output
+    # its submission declares the chained models, and is valid only with them
+    from eebench.submit.build import build_submission
+    from eebench.submit.validate import check_submission
+
+    sub = build_submission([run_dir])
+    [entry] = sub.tasks["rte"].runs
+    assert entry.chained_models == [1, 2, 4]
+    check_submission(sub)
+    entry.chained_models = None
+    with pytest.raises(DataError, match="outside"):
+        check_submission(sub)
+    [static_entry] = build_submission([static_dir]).tasks["rte"].runs
+    assert static_entry.chained_models is None
+    assert "chained_models" not in static_entry.model_dump_json()
 
 
 def arrays_of(run_dir: Path) -> dict[str, np.ndarray]:

@@ -14,6 +14,7 @@ from eebench.submit.plausible import (
     CONVENTIONS,
     Dims,
     backbone_params,
+    chained_histogram,
     depth_length_bounds,
     flops_bounds,
     params_bounds,
@@ -108,6 +109,38 @@ def test_minilm_params_are_what_the_shipped_runs_hold():
     assert backbone_params(MINILM, 6) + 384 * 384 + 384 + 6 * (384 * 2 + 2) == 22_717_836
     low, high = params_bounds(MINILM, 6, 2)
     assert low <= 22_717_836 <= high and high < 1.1 * low
+
+
+@pytest.mark.parametrize("convention", CONVENTIONS)
+def test_cascade_bounds_hold_for_its_counted_flops_and_params(convention):
+    """A cascade of complete tiny models of 1, 2 and 4 layers: each answer's counted FLOPs (every
+    model run on the way, each with its embeddings and head) and the parameters of all three
+    lie within the bounds given its depths, and outside those of one model."""
+    from eebench.measure.flops import build_cost_table
+    from eebench.measure.params import params_per_exit
+    from eebench.methods.cascade_model import CascadeModel
+    from eebench.methods.static import Static
+    from tests import tiny
+
+    depths = [1, 2, 4]
+    models = [tiny.tiny_model(Static(layers=k), num_labels=3, depth=4, num_layers=k, hidden=8,
+                              intermediate=16, heads=8, seed=k) for k in depths]
+    cascade = CascadeModel(models, {})
+    table = build_cost_table(cascade, 24, convention)
+    dims = Dims(8, 16, tiny.MINILM_VOCAB, 512, 2, 4)
+    assert chained_histogram([3, 5, 0, 2], depths) == [3, 0, 5, 0, 0, 0, 2]
+    for n in (1, 5, 24):
+        for j, k in enumerate(depths):
+            hist = [int(i + 1 == k) for i in range(4)]
+            low, high = flops_bounds(dims, hist, float(n), n, 3, convention, depths)
+            assert low <= table.path_flops(j, n) <= high, (n, k)
+    _, alone = flops_bounds(dims, [0, 0, 0, 1], 24.0, 24, 3, convention)
+    assert table.path_flops(2, 24) > alone  # one 4-layer model cannot cost that much
+    total = params_per_exit(cascade).total
+    assert total == sum(sum(p.numel() for p in m.parameters()) for m in models)
+    low, high = params_bounds(dims, 4, 3, depths)
+    assert low <= total <= high
+    assert total > params_bounds(dims, 4, 3)[1]  # nor hold that many parameters
 
 
 FAMILIES = ("bert", "roberta", "albert", "distilbert", "mpnet")

@@ -316,6 +316,13 @@ CONSISTENCY_CASES = {
     "seeds mismatch": (_set("seeds", [1, 2, 3]), "not the seeds of the runs"),
     "environment index": (_set("tasks.rte.runs.0.environment", 7), "environment 7"),
     "elue overall": (_set("elue.overall", 99.0), "not the mean of its tasks"),
+    "cascade of one model": (_set("tasks.rte.runs.0.chained_models", [3]), "two or more depths"),
+    "cascade not growing": (_set("tasks.rte.runs.0.chained_models", [2, 1]),
+                            "strictly increasing"),
+    "cascade too deep": (_set("tasks.rte.runs.0.chained_models", [1, 4]),
+                         "reach layer 4 of a 3-layer"),
+    "exit where no model answers": (_set("tasks.rte.runs.0.chained_models", [1, 2]),
+                                    "where no model of the cascade [1, 2] answers"),
 }
 
 

@@ -249,6 +249,7 @@ def _build(inputs: Sequence[str | Path], data_dir: Path | None, reference: Path 
             n_samples=run.points[0].n_samples, predictions_sha256=sha256_file(predictions),
             environment=envs.index(env), mean_length=_mean_length(run),
             max_length=run.config.max_seq_length, points=[_point(p) for p in run.points],
+            chained_models=_chained_models(run),
         ))
     first = {rp.point.task: rp.point for rp in reversed(raw)}  # each task's first point
     tasks = {
@@ -281,3 +282,13 @@ def write_submission(sub: S.Submission, out: Path) -> None:
 
     atomic_write_text(Path(out), sub.model_dump_json(indent=2) + "\n")
     Path(out).chmod(0o644)  # a file to share: readable by others, like any file a user writes
+
+
+def _chained_models(run) -> list[int] | None:
+    """A cascade's model depths (its one variant's exit layers), None for one model."""
+    chained = [v for v in run.variants if v.chained]
+    if not chained:
+        return None
+    if len(run.variants) != 1:
+        raise DataError(f"{run.path}: a cascade recorded with other models beside it")
+    return [int(k) for k in chained[0].exit_layers]

@@ -43,6 +43,11 @@ d_ff); a point's model has at least min(its deepest exit, D) such layers and at 
 one C-way classifier and at most one pooler per layer plus the backbone's own and a head per
 layer as above, with 0.5% slack either way (MPNet's relative position bias, 32 per head, is in
 it).
+
+A cascade (a run's `chained_models`: complete models of depths d_1 < ... < d_S run one after
+another) is bounded as the model it is: a sample answered at depth d_j ran d_1 + ... + d_j
+layers (the histogram is read that way), the embeddings' allowance counts S models, and its
+parameters are the sum of S complete models of those depths.
 """
 
 from __future__ import annotations
@@ -103,9 +108,26 @@ def depth_length_bounds(hist: list[int], mean_length: float, max_length: int
     return fill(range(len(hist))), fill(range(len(hist) - 1, -1, -1))
 
 
+def chained_histogram(hist: list[int], depths: list[int]) -> list[int]:
+    """A cascade's histogram by layers run: a sample answered at depth d_j ran models 1..j, so
+    d_1 + ... + d_j layers (models of 1, 2, 4, 6 layers: 1, 3, 7, 13)."""
+    out = [0] * sum(depths)
+    ran = 0
+    for d in depths:
+        ran += d
+        out[ran - 1] = hist[d - 1]
+    return out
+
+
 def flops_bounds(dims: Dims, hist: list[int], mean_length: float, max_length: int,
-                 num_labels: int, convention: str) -> tuple[float, float]:
-    """(lowest, highest) mean FLOPs per sample of a point (see the module docstring)."""
+                 num_labels: int, convention: str, chained: list[int] | None = None
+                 ) -> tuple[float, float]:
+    """(lowest, highest) mean FLOPs per sample of a point (see the module docstring). A cascade
+    (`chained`: its models' depths) counts every layer run on the way, and each model's
+    embeddings."""
+    models = 1
+    if chained is not None:
+        hist, models = chained_histogram(hist, chained), len(chained)
     d, f, c = float(dims.hidden), float(dims.intermediate), float(num_labels)
     n = float(sum(hist))
     depth = sum((k + 1) * h for k, h in enumerate(hist)) / n  # mean layers run per sample
@@ -115,12 +137,13 @@ def flops_bounds(dims: Dims, hist: list[int], mean_length: float, max_length: in
     low = (a * s_min + b * s_min * s_min / (n * depth)) / n + head_lo
     high = (a + b * max_length) * s_max / n + depth * head_hi
     if dims.width != dims.hidden:  # the embeddings projected to the hidden size, per token
-        high += 2.0 * dims.width * d * mean_length
+        high += models * 2.0 * dims.width * d * mean_length
     if convention in ELEMENTWISE:
         a_all, b_all = 40.0 * d + 4.0 * f, 6.0 * d
         high += ((a_all + b_all * max_length) * s_max + 2.0 * d * s_max) / n
-        high += depth * (4.0 * d + 2.0 * c) + 10.0 * d * mean_length
-        high += 16.0 * mean_length * max_length  # n^2 position buckets: E[n^2] <= mean * max
+        high += depth * (4.0 * d + 2.0 * c) + models * 10.0 * d * mean_length
+        # n^2 position buckets: E[n^2] <= mean * max
+        high += models * 16.0 * mean_length * max_length
     return low * (1 - ROUNDING), high * (1 + ROUNDING)
 
 
@@ -133,13 +156,17 @@ def backbone_params(dims: Dims, layers: int) -> int:
     return embeddings + min(layers, dims.own) * (4 * d * d + 2 * d * f + 9 * d + f)
 
 
-def params_bounds(dims: Dims, deepest: int, num_labels: int) -> tuple[float, float]:
+def params_bounds(dims: Dims, deepest: int, num_labels: int,
+                  chained: list[int] | None = None) -> tuple[float, float]:
     """(fewest, most) parameters of a model of `dims` whose deepest exit is at layer `deepest`,
-    with its exit heads for `num_labels` outputs."""
-    d, c, big = dims.hidden, num_labels, dims.layers
+    with its exit heads for `num_labels` outputs; of a cascade (`chained`: its models' depths),
+    the sum over its models, each a complete model of its depth."""
+    d, c = dims.hidden, num_labels
     classifier, pooler = d * c + c, d * d + d
-    low = backbone_params(dims, deepest) + classifier
-    high = backbone_params(dims, big) + pooler + big * (2 * pooler + classifier)
+    low = high = 0
+    for depth, big in ([(k, k) for k in chained] if chained else [(deepest, dims.layers)]):
+        low += backbone_params(dims, depth) + classifier
+        high += backbone_params(dims, big) + pooler + big * (2 * pooler + classifier)
     return low * (1 - PARAMS_SLACK), high * (1 + PARAMS_SLACK)
 
 
@@ -173,14 +200,14 @@ def check_costs(sub: Submission) -> None:
             for j, p in enumerate(run.points):
                 hist = p.exit_histogram
                 low, high = flops_bounds(dims, hist, run.mean_length, run.max_length, labels,
-                                         convention)
+                                         convention, run.chained_models)
                 if not low <= p.mean_flops <= high:
                     raise DataError(
                         f"{where}.points.{j}: mean_flops {p.mean_flops:.6g} is outside "
                         f"[{low:.6g}, {high:.6g}], what {model} can cost at a mean length of "
                         f"{run.mean_length:g} tokens (at most {run.max_length}) under {convention}")
                 deepest = max(k + 1 for k, h in enumerate(hist) if h)
-                low, high = params_bounds(dims, deepest, labels)
+                low, high = params_bounds(dims, deepest, labels, run.chained_models)
                 if not low <= p.params_total <= high:
                     raise DataError(
                         f"{where}.points.{j}: params_total {p.params_total:,} is outside "

@@ -17,7 +17,8 @@ only when the format does. Version 2 added the model's sizes (hidden_size, inter
 vocab_size, max_position_embeddings, type_vocab_size), each run's token lengths (mean_length,
 max_length), the reference's sha256, and made `split` a Literal, `created` a checked ISO 8601
 time and `main` null for an unlabelled (test) split; version-1 files are refused (rebuild them
-with `eebench submit`).
+with `eebench submit`). A version-2 run may declare `chained_models` (a cascade's model depths;
+optional, so every earlier version-2 file stays valid).
 """
 
 from __future__ import annotations
@@ -34,6 +35,7 @@ from pydantic import (
     StrictFloat,
     StrictInt,
     field_validator,
+    model_serializer,
 )
 
 SUBMISSION_SCHEMA_VERSION = 2
@@ -168,6 +170,18 @@ class RunEntry(_Strict):
     max_length: Size = Field(description="the longest token sequence the run allowed "
                                          "(its max_seq_length)")
     points: list[OperatingPoint] = Field(min_length=1, max_length=MAX_POINTS)
+    chained_models: list[Size] | None = Field(default=None, max_length=MAX_LAYERS, description=(
+        "a cascade: the depths of the complete models run one after another (a sample answered "
+        "at layer d_j ran models 1..j whole, each with its own embeddings and heads); null: one "
+        "model"))
+
+    @model_serializer(mode="wrap")
+    def _one_model_unsaid(self, handler):
+        """One model writes no `chained_models`, as files written before it was added."""
+        data = handler(self)
+        if self.chained_models is None:
+            data.pop("chained_models", None)
+        return data
 
 
 class DataFile(_Strict):

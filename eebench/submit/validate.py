@@ -215,6 +215,28 @@ def _check_point(p: OperatingPoint, where: str, t: TaskEntry, n_samples: int,
                         f"{p.params_total} total, model {model_params})")
 
 
+def _check_chained(depths: list[int] | None, where: str, num_layers: int) -> None:
+    """A cascade's declared models: at least two, of growing depth, the deepest within L."""
+    if depths is None:
+        return
+    if len(depths) < 2 or any(a >= b for a, b in zip(depths, depths[1:])):
+        raise DataError(f"{where}: chained_models {depths} are not two or more depths, "
+                        "strictly increasing")
+    if depths[-1] > num_layers:
+        raise DataError(f"{where}: chained_models reach layer {depths[-1]} of a "
+                        f"{num_layers}-layer model")
+
+
+def _check_answers(p: OperatingPoint, where: str, depths: list[int] | None) -> None:
+    """In a cascade, samples are answered only at its models' depths."""
+    if depths is None:
+        return
+    stray = [k + 1 for k, h in enumerate(p.exit_histogram) if h and k + 1 not in depths]
+    if stray:
+        raise DataError(f"{where}: samples exit at layers {stray}, where no model of the "
+                        f"cascade {depths} answers")
+
+
 def _check_flops_grow(points: list[OperatingPoint], where: str, sweep_param: str) -> None:
     """One model on one task, swept along one parameter: running deeper on average never costs
     fewer FLOPs. Along one threshold or patience every sample exits no earlier as the exits
@@ -305,8 +327,10 @@ def check_submission(sub: Submission) -> None:
             if run.environment >= len(sub.environments):
                 raise DataError(f"{where}: environment {run.environment} does not exist "
                                 f"({len(sub.environments)} given)")
+            _check_chained(run.chained_models, where, t.num_layers)
             for j, p in enumerate(run.points):
                 _check_point(p, f"{where}.points.{j}", t, run.n_samples, sub.model.params)
+                _check_answers(p, f"{where}.points.{j}", run.chained_models)
             _check_flops_grow(run.points, where, sub.method.sweep_param)
     if sorted(set(sub.seeds)) != sorted(run_seeds) or len(set(sub.seeds)) != len(sub.seeds):
         raise DataError(f"seeds {sub.seeds} are not the seeds of the runs {sorted(run_seeds)}")
