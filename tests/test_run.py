@@ -335,6 +335,38 @@ def test_sweet_with_placed_exits_runs_with_no_disagreement(tmp_path, backbone, d
     assert set(np.unique(exits)) <= {1, 3} and (exits[-1] == 3).all()  # threshold 1: the last
 
 
+def test_calibrated_maxprob_points_report_the_calibrated_probabilities(tmp_path, backbone,
+                                                                         data_dir):
+    """ECE and NLL measure the probabilities the rule reads: maxprob's own rule softmax(z / T_j),
+    the plain max-prob rule on the same model softmax(z)."""
+    from eebench.measure.quality import exited_logits, point_quality
+    from eebench.train.checkpoint import load_trained
+
+    args = ["run", "--task", "rte", "--model", str(backbone), "--data-dir", str(data_dir),
+            "--max-train-samples", "40", "--epochs", "1", "--max-seq-length", "48",
+            "--max-eval-samples", "20", "--time-samples", "4", "--out", str(tmp_path / "runs"),
+            "--checkpoints", str(tmp_path / "ckpt"), "--json", "--method", "maxprob",
+            "--rule", "maxprob"]
+    result = runner.invoke(app, args)
+    assert result.exit_code == 0, result.output
+    runs = {o["points"][0]["method"]: Path(o["run_dir"]) for o in json.loads(result.stdout)}
+    temps = None
+    for label, run_dir in runs.items():
+        run = R.read_run(run_dir)
+        [variant] = run.summary.variants
+        if temps is None:
+            temps = np.asarray(load_trained(Path(variant.checkpoint))[0].temperatures())
+            assert np.abs(temps - 1).max() > 1e-3
+        arrays = load_file(str(run_dir / R.PREDICTIONS_FILE))
+        logits = arrays["exit_logits"] / (temps[:, None, None] if label == "maxprob" else 1.0)
+        for row, p in enumerate(run.points):
+            index = np.searchsorted(variant.exit_layers, arrays["exit_layer"][row])
+            q = point_quality(exited_logits(logits, index), arrays["prediction"][row],
+                              logits[-1].argmax(-1),
+                              arrays["labels"])
+            assert (p.ece, p.nll) == pytest.approx((q.ece, q.nll), rel=1e-5), (label, row)
+
+
 def test_two_rules_on_one_trained_model_in_one_pass(tmp_path, backbone, data_dir):
     """`--rule` sweeps other rules on the method's model: one training, one pass over the split,
     a run directory per rule, labelled method+rule; a rule the model cannot serve is refused."""

@@ -126,6 +126,11 @@ def sweep_variant(cfg: R.RunConfig, variant: Variant, spec: TaskSpec, fp: FullPa
     # The full-depth prediction of a joint model is its last exit's; a method that trains one model
     # per depth has it in another variant, so `eebench score` fills those fields in.
     full_pred = logits_np[-1].argmax(-1) if variant.name == JOINT else None
+    # calibration and NLL of the probabilities the rule reads: z / T_j where it reads temperatures
+    quality_logits = logits_np
+    if "temperatures" in get_rule(cfg.rule or variant.method.rule).needs:
+        temps = np.asarray(fp.facts.temperatures, dtype=logits_np.dtype)
+        quality_logits = logits_np / temps[:, None, None]
     for value in values:
         rule = make_rule(value)
         dec = simulate(rule, out.logits, spec.is_regression, out.signals)
@@ -151,7 +156,7 @@ def sweep_variant(cfg: R.RunConfig, variant: Variant, spec: TaskSpec, fp: FullPa
             timings=(timings if timed else []) + fp.baseline,
             disagreements=agreement.disagreements,
             disagreements_near_threshold=agreement.near_threshold,
-            **_quality(logits_np, dec, full_pred, out.labels, spec.is_regression),
+            **_quality(quality_logits, dec, full_pred, out.labels, spec.is_regression),
         ))
         exit_layers.append(layers.astype(np.int16))
         preds.append(dec.prediction.astype(ids_dtype))
