@@ -283,5 +283,9 @@ def test_styles_stay_distinct_past_the_palette():
     """A leaderboard may show more submissions than there are colours: the pairs never repeat."""
     from eebench.plot import method_styles
 
-    styles = method_styles(f"submission {i:02d}" for i in range(64))
-    assert len({(s.color, s.marker) for s in styles.values()}) == 64
+    styles = method_styles(f"submission {i:02d}" for i in range(80))
+    assert len({(s.color, s.marker) for s in styles.values()}) == 80
+    # the benchmark's ten methods: ten colours
+    ten = method_styles(["static", "deebert", "pabee", "maxprob", "fastbert", "pcee",
+                         "elasticbert", "sweet", "berxit", "cascade"])
+    assert len({s.color for s in ten.values()}) == 10

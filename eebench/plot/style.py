@@ -1,7 +1,8 @@
 """How every figure looks: one colour and marker per method, axis labels with units, file names.
 
-The palette is Okabe & Ito's (2008), chosen to stay distinguishable under the common forms of
-colour blindness; each method also gets its own marker, so a figure still reads in greyscale.
+The palette is Okabe & Ito's (2008) with two of Paul Tol's colours, chosen to stay
+distinguishable under the common forms of colour blindness; each method also gets its own marker,
+so a figure still reads in greyscale.
 A method keeps its colour and marker in every figure of one `eebench plot` call, because styles
 are assigned over the sorted labels of all the runs, not per figure.
 """
@@ -17,6 +18,9 @@ from matplotlib.figure import Figure
 # Okabe-Ito, strongest contrasts on white first; yellow last (faint on a white background).
 OKABE_ITO = ("#0072B2", "#D55E00", "#009E73", "#CC79A7", "#E69F00", "#56B4E9", "#000000",
              "#F0E442")
+# ten methods in one figure: Paul Tol's wine and olive (also safe for colour-blind readers)
+# before the yellow, so ten labels get ten colours
+PALETTE = (*OKABE_ITO[:7], "#882255", "#999933", OKABE_ITO[7])
 MARKERS = ("o", "s", "^", "D", "v", "P", "X", "*")
 REFERENCE_COLOR = "#7F7F7F"  # neutral grey: the reference is a backdrop, not a competitor
 FRONT_COLOR = "#000000"
@@ -46,11 +50,11 @@ class MethodStyle:
 
 def method_styles(labels: Iterable[str]) -> dict[str, MethodStyle]:
     """A colour and a marker per method label, in sorted order (stable across figures). Past
-    the eight colours the markers shift by one per round, so up to 64 labels (a leaderboard's
+    the ten colours the markers shift by one per round, so up to 80 labels (a leaderboard's
     submissions) each get their own pair."""
-    n = len(OKABE_ITO)
+    n = len(PALETTE)
     return {
-        label: MethodStyle(OKABE_ITO[i % n], MARKERS[(i + i // n) % len(MARKERS)])
+        label: MethodStyle(PALETTE[i % n], MARKERS[(i + i // n) % len(MARKERS)])
         for i, label in enumerate(sorted(set(labels)))
     }
 

@@ -128,7 +128,8 @@ def sweep_variant(cfg: R.RunConfig, variant: Variant, spec: TaskSpec, fp: FullPa
     full_pred = logits_np[-1].argmax(-1) if variant.name == JOINT else None
     # calibration and NLL of the probabilities the rule reads: z / T_j where it reads temperatures
     quality_logits = logits_np
-    if "temperatures" in get_rule(cfg.rule or variant.method.rule).needs:
+    rule_name = cfg.rule or variant.method.rule  # static has none: one exit per model
+    if rule_name and "temperatures" in get_rule(rule_name).needs:
         temps = np.asarray(fp.facts.temperatures, dtype=logits_np.dtype)
         quality_logits = logits_np / temps[:, None, None]
     for value in values:
