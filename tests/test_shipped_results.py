@@ -59,10 +59,13 @@ def test_static_runs_score_zero_against_the_shipped_reference():
         assert label == "pabee" and all(abs(v) > 0 for v in per_task.values())
 
 
-@pytest.mark.parametrize("script", ["report_pabee_ablation.py", "report_sweet_exits.py"])
-def test_ablation_table_is_what_its_runs_give(script):
-    """docs/results.md's ablation tables are rebuilt, unchanged, from the committed runs."""
-    out = subprocess.run([sys.executable, str(ROOT / "benchmarks" / script), "--no-write"],
-                         capture_output=True, text=True, check=True).stdout
+@pytest.mark.parametrize("script", ["report_pabee_ablation.py", "report_sweet_exits.py",
+                                    "report_quality.py", "report_difficulty.py"])
+def test_generated_block_is_what_its_runs_give(script, data_dir):
+    """docs/results.md's generated blocks (the ablations, quality, input difficulty) are rebuilt,
+    unchanged, from the committed runs (and the data, for the difficulty block's texts)."""
+    out = subprocess.run([sys.executable, str(ROOT / "benchmarks" / script), "--no-write",
+                          *(["--data-dir", str(data_dir)] if script == "report_difficulty.py"
+                            else [])], capture_output=True, text=True, check=True).stdout
     doc = (ROOT / "docs" / "results.md").read_text()
     assert out.strip() in doc
