@@ -24,7 +24,7 @@ def main() -> None:
     args = p.parse_args()
 
     from eebench.data.batching import collate
-    from eebench.measure.flops import build_cost_table
+    from eebench.measure.cost_table import build_cost_table
     from eebench.measure.timing import Stopwatch
     from eebench.models.outputs import collect_exit_logits
     from eebench.rules.base import FixedRule

@@ -15,7 +15,8 @@ from typer.testing import CliRunner
 from eebench.cli import app
 from eebench.data.batching import collate, encode, eval_batches
 from eebench.errors import DataError, UsageError
-from eebench.measure.flops import build_cost_table, torch_flops
+from eebench.measure.cost_table import build_cost_table
+from eebench.measure.flops import torch_flops
 from eebench.measure.params import count_unique, params_per_exit
 from eebench.methods.base import get_method
 from eebench.methods.cascade import Cascade, dar_loss

@@ -10,9 +10,9 @@ import pytest
 import torch
 
 from eebench.errors import EebenchError, UsageError
+from eebench.measure.cost_table import build_cost_table
 from eebench.measure.flops import (
     CONVENTIONS,
-    build_cost_table,
     count_flops,
     fvcore_flops,
     layer_piece,

@@ -73,7 +73,7 @@ def test_bounds_are_tight_for_one_exit_layer_and_one_length():
 def test_bounds_hold_for_counted_flops(pooling, convention):
     """FLOPs counted by eebench (fvcore and torch agreeing) on a tiny BERT with a head size of 1
     (the most attention heads a width allows: the worst case of the element-wise softmax)."""
-    from eebench.measure.flops import build_cost_table
+    from eebench.measure.cost_table import build_cost_table
     from tests import tiny
 
     for hidden, ffn, heads in ((8, 16, 8),):
@@ -116,7 +116,7 @@ def test_cascade_bounds_hold_for_its_counted_flops_and_params(convention):
     """A cascade of complete tiny models of 1, 2 and 4 layers: each answer's counted FLOPs (every
     model run on the way, each with its embeddings and head) and the parameters of all three
     lie within the bounds given its depths, and outside those of one model."""
-    from eebench.measure.flops import build_cost_table
+    from eebench.measure.cost_table import build_cost_table
     from eebench.measure.params import params_per_exit
     from eebench.methods.cascade_model import CascadeModel
     from eebench.methods.static import Static
@@ -152,7 +152,7 @@ def test_every_family_is_within_its_recorded_sizes(family, tmp_path):
     FLOPs counted, under every convention, and the parameters held by tiny models of each family
     eebench builds: head size 1 (the most attention heads a width allows) and texts longer than
     the width (MPNet's relative-position buckets grow with n², not with d)."""
-    from eebench.measure.flops import build_cost_table
+    from eebench.measure.cost_table import build_cost_table
     from eebench.measure.params import params_per_exit
     from eebench.submit.build import _model_sizes
     from tests import tiny

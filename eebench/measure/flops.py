@@ -1,9 +1,9 @@
-"""FLOPs per module, not per trace: a cost table of the embeddings, each layer and each exit head.
+"""FLOPs of one module at one token length, counted twice: by fvcore and by torch.
 
 Why per module: an early-exit model runs a different path for every sample, and a trace records
-only the one path it happened to take. So each piece is counted on its own, at batch 1 and a real
-token length n (no padding), and a sample's FLOPs are the sum along its executed path at its own
-length: embeddings + layers 1..k + every exit head evaluated on the way.
+only the one path it happened to take. So each piece (embeddings, a layer, an exit head) is counted
+on its own, at batch 1 and a real token length n (no padding); eebench.measure.cost_table turns
+those counts into a table over n, and a sample's FLOPs are the sum along its executed path.
 
 An exit head's inputs are the hidden states [1, n, d] and the 2-D attention mask [1, n]: a head
 that mean-pools reads every token (its multiply by the mask and its divide are element-wise work,
@@ -12,20 +12,13 @@ that mean-pools reads every token (its multiply by the mask and its divide are e
 Each piece is counted twice, by fvcore (`FlopCountAnalysis`, a JIT trace of the one module) and by
 torch (`FlopCounterMode`, dispatch level); the two must agree exactly, which catches an op that
 one of them silently skips (SDPA attention is such a gap, so attention is counted in eager mode).
-
-Cost is a polynomial of degree <= 2 in n (a layer is a*n^2 + b*n + c), so a table for n = 1..max_len
-is fitted exactly from counts at three lengths and verified at two more; if the check fails, every
-length is counted. See docs/flops.md for the conventions and this choice.
+See docs/flops.md for the conventions.
 """
 
 from __future__ import annotations
 
 import warnings
-from collections.abc import Callable, Iterator, Sequence
-from contextlib import contextmanager
-from dataclasses import dataclass, field
-from fractions import Fraction
-from math import prod
+from collections.abc import Callable
 from typing import Any
 
 import numpy as np
@@ -45,9 +38,6 @@ CONVENTIONS: dict[str, str] = {
             "mac2-matmul plus 4 FLOPs per element of every layer norm and 4 per attention score "
             "(2 for the 1/sqrt(d) scaling, 2 for the softmax)",
 }
-
-FIT_LENGTHS = (2, 5, 9)  # a quadratic through these three lengths ...
-CHECK_LENGTHS = (1, 16)  # ... must hit the counts here too, else every length is counted
 
 
 # -- the two counters ------------------------------------------------------------------------------
@@ -84,7 +74,7 @@ def _detached(inputs: tuple) -> tuple:
     return tuple(x.detach() if isinstance(x, torch.Tensor) else x for x in inputs)
 
 
-def _check_convention(convention: str) -> None:
+def check_convention(convention: str) -> None:
     if convention not in CONVENTIONS:
         raise UsageError(f"unknown FLOPs convention {convention!r}",
                          hint=f"choose from: {', '.join(CONVENTIONS)}")
@@ -120,7 +110,7 @@ def fvcore_flops(fn: Callable[..., Any], inputs: tuple, convention: str = DEFAUL
         from fvcore.nn import FlopCountAnalysis
         from fvcore.nn.flop_count import _DEFAULT_SUPPORTED_OPS
 
-    _check_convention(convention)
+    check_convention(convention)
     analysis = FlopCountAnalysis(_Call(fn, owner), _detached(inputs))
     handles = {op: _fv_doubled(_DEFAULT_SUPPORTED_OPS[op]) for op in _FV_MATMUL}
     handles.update({f"aten::{name}": _fv_elementwise(cost)
@@ -151,7 +141,7 @@ def torch_flops(fn: Callable[..., Any], inputs: tuple, convention: str = DEFAULT
     """FLOPs of `fn(*inputs)` counted by torch's FlopCounterMode (2 per multiply-add already)."""
     from torch.utils.flop_counter import FlopCounterMode
 
-    _check_convention(convention)
+    check_convention(convention)
     aten = torch.ops.aten
     mapping = {getattr(aten, name): _torch_elementwise(cost)
                for name, cost in _ELEMENTWISE_COST[convention].items()
@@ -201,216 +191,3 @@ def layer_piece(model: nn.Module, i: int, hidden: torch.Tensor, inputs: Any
     if inputs is None:
         return (lambda h: model.layer(i, h, None)), (hidden,)
     return (lambda h, m: model.layer(i, h, m)), (hidden, inputs)
-
-
-# -- the cost table --------------------------------------------------------------------------------
-@dataclass(frozen=True)
-class CostTable:
-    """FLOPs of each module by token length n: `embedding[n]`, `layer[i][n]`, `head[j][n]`.
-
-    Column 0 (n = 0) is unused and 0, so a length indexes the arrays directly.
-    """
-
-    convention: str
-    exit_layers: tuple[int, ...]  # 1-based layer after which head j runs
-    max_len: int
-    embedding: np.ndarray  # int64 [max_len + 1]
-    layer: np.ndarray  # int64 [L, max_len + 1]
-    head: np.ndarray  # int64 [E, max_len + 1]
-    fitted: bool = True  # False where some module was counted at every length
-    path: np.ndarray = field(init=False, repr=False)  # int64 [E, max_len + 1]
-
-    def __post_init__(self) -> None:
-        layers_cum = np.cumsum(self.layer, axis=0)
-        heads_cum = np.cumsum(self.head, axis=0)
-        rows = [self.embedding + layers_cum[k - 1] + heads_cum[j]
-                for j, k in enumerate(self.exit_layers)]
-        object.__setattr__(self, "path", np.stack(rows).astype(np.int64))
-
-    @property
-    def num_exits(self) -> int:
-        return len(self.exit_layers)
-
-    def _check_length(self, n: int) -> None:
-        if not 1 <= n <= self.max_len:
-            raise EebenchError(f"token length {n} is outside the FLOPs table (1..{self.max_len})")
-
-    def path_flops(self, exit_index: int, n: int) -> int:
-        """Embeddings + layers 1..exit_layers[exit_index] + heads 0..exit_index, at length n."""
-        self._check_length(n)
-        return int(self.path[exit_index, n])
-
-    def single_exit_flops(self, exit_index: int, n: int) -> int:
-        """The same path with only head `exit_index` evaluated (a static first-k model)."""
-        self._check_length(n)
-        k = self.exit_layers[exit_index]
-        return int(self.embedding[n] + self.layer[:k, n].sum() + self.head[exit_index, n])
-
-    def exit_indices(self, exit_layers: np.ndarray) -> np.ndarray:
-        """Map 1-based exit layer numbers (as stored per sample) to exit indices."""
-        exits, layers = np.asarray(self.exit_layers), np.asarray(exit_layers, dtype=np.int64)
-        idx = np.minimum(np.searchsorted(exits, layers), len(exits) - 1)
-        wrong = layers[exits[idx] != layers]
-        if wrong.size:
-            raise EebenchError(f"no exit after layer {wrong.flat[0]} (exits: {list(exits)})")
-        return idx
-
-    def per_sample_flops(self, exit_indices: np.ndarray, lengths: np.ndarray) -> np.ndarray:
-        """Vectorised `path_flops`: int64 FLOPs of each sample (exit index, real token length)."""
-        idx = np.asarray(exit_indices, dtype=np.int64)
-        n = np.asarray(lengths, dtype=np.int64)
-        if idx.shape != n.shape:
-            raise EebenchError(f"exit indices {idx.shape} and lengths {n.shape} differ in shape")
-        if idx.size and (idx.min() < 0 or idx.max() >= self.num_exits):
-            raise EebenchError(f"exit index outside 0..{self.num_exits - 1}")
-        if n.size and (n.min() < 1 or n.max() > self.max_len):
-            raise EebenchError(f"token length outside the FLOPs table (1..{self.max_len})",
-                               hint="build the table with max_len >= the max sequence length")
-        return self.path[idx, n]
-
-    def to_dict(self) -> dict[str, Any]:
-        return {"convention": self.convention, "exit_layers": list(self.exit_layers),
-                "max_len": self.max_len, "fitted": self.fitted,
-                "embedding": self.embedding.tolist(), "layer": self.layer.tolist(),
-                "head": self.head.tolist()}
-
-
-def _fit(count: Callable[[int], int], ns: Sequence[int]) -> Callable[[int], Fraction]:
-    """The exact polynomial through `count` at lengths `ns` (Lagrange form, in fractions)."""
-    pts = [(x, Fraction(count(x))) for x in ns]
-    return lambda n: sum(y * prod(Fraction(n - xk, x - xk) for xk, _ in pts if xk != x)
-                         for x, y in pts)
-
-
-def _costs(count: Callable[[int], int], max_len: int, fit: bool
-           ) -> tuple[np.ndarray, Callable[[int], Fraction] | None]:
-    """Costs for n = 0..max_len: fitted and verified where possible, else counted at each length."""
-    out = np.zeros(max_len + 1, dtype=np.int64)
-    if fit:
-        poly = _fit(count, FIT_LENGTHS)
-        if all(poly(n) == count(n) for n in CHECK_LENGTHS):
-            values = [poly(n) for n in range(1, max_len + 1)]
-            if all(v.denominator == 1 for v in values):
-                out[1:] = [int(v) for v in values]
-                return out, poly
-    out[1:] = [count(n) for n in range(1, max_len + 1)]
-    return out, None
-
-
-def _signature(kind: str, module: nn.Module) -> tuple:
-    """Modules of one class with the same parameter shapes cost the same (verified per module)."""
-    params = tuple((name, tuple(p.shape)) for name, p in module.named_parameters())
-    return (kind, type(module).__module__, type(module).__qualname__, params)
-
-
-@contextmanager
-def _eager_attention(model: nn.Module) -> Iterator[None]:
-    """Count attention as eager matmuls: fvcore and FlopCounterMode both have gaps for SDPA."""
-    configs = {id(c): c for c in [getattr(model, "config", None)]
-               + [getattr(m, "config", None) for m in model.modules()]
-               if c is not None and hasattr(c, "_attn_implementation")}
-    saved = {k: c._attn_implementation for k, c in configs.items()}
-    was_training = model.training
-    try:
-        for c in configs.values():
-            c._attn_implementation = "eager"
-        model.eval()
-        yield
-    finally:
-        for k, c in configs.items():
-            c._attn_implementation = saved[k]
-        model.train(was_training)
-
-
-def build_cost_table(model: nn.Module, max_len: int, convention: str = DEFAULT_CONVENTION,
-                     exact: bool = False) -> CostTable:
-    """Count the FLOPs of `model`'s embeddings, layers and exit heads for n = 1..max_len.
-
-    `model` follows the MultiExitModel contract (embed / layer / head, exit_layers, config).
-    Modules of identical structure share one fitted polynomial; every module is still counted at
-    one length to verify that it matches. `exact=True` counts every length of every module.
-    A model that lists complete models run one after another as `cascade` gets their chained
-    table (`chained_cost_table`).
-    """
-    _check_convention(convention)
-    chained = getattr(model, "cascade", None)
-    if chained is not None:
-        return chained_cost_table([build_cost_table(m, max_len, convention, exact)
-                                   for m in chained])
-    max_pos = getattr(model, "max_tokens", getattr(model.config, "max_position_embeddings", None))
-    if max_len < 1 or (max_pos is not None and max_len > max_pos):
-        raise UsageError(f"FLOPs table length {max_len} must be in 1..{max_pos or 'inf'}")
-    fit = not exact and max_len > len(FIT_LENGTHS) + len(CHECK_LENGTHS)
-    fit = fit and (max_pos is None or max(FIT_LENGTHS + CHECK_LENGTHS) <= max_pos)
-    device = next(model.parameters()).device
-    vocab = int(getattr(model.config, "vocab_size", 2))
-    embedded: dict[int, tuple] = {}
-
-    def embed_inputs(n: int) -> tuple:
-        ids = (torch.arange(n, device=device) % vocab).unsqueeze(0)
-        ones = torch.ones(1, n, dtype=torch.long, device=device)
-        return ids, ones, torch.zeros_like(ones)
-
-    def embedded_at(n: int) -> tuple:
-        if n not in embedded:
-            with torch.no_grad():
-                embedded[n] = model.embed(*embed_inputs(n))
-        return embedded[n]
-
-    def layer_call(i: int, n: int) -> tuple[Callable[..., Any], tuple]:
-        return layer_piece(model, i, *embedded_at(n))
-
-    # (structure, n -> (function, inputs)) for the embeddings, every layer, every exit head
-    pieces: list[tuple[tuple, Callable[[int], tuple[Callable[..., Any], tuple]]]] = [
-        (_signature("embed", model.embeddings), lambda n: (model.embed, embed_inputs(n)))]
-    pieces += [(_signature("layer", mod), lambda n, i=i: layer_call(i, n))
-               for i, mod in enumerate(model.layers)]
-    pieces += [(_signature("head", mod), lambda n, j=j: (
-        (lambda h, m: model.head(j, h, m)), (embedded_at(n)[0], embed_inputs(n)[1])))
-        for j, mod in enumerate(model.heads)]  # a head reads the hidden states and the 2-D mask
-
-    shared: dict[tuple, tuple[np.ndarray, Callable[[int], Fraction]]] = {}
-    rows, all_fitted = [], True
-    with _eager_attention(model):
-        for sig, call in pieces:
-            if sig in shared:  # same structure: verify the shared cost with one cheap count
-                costs, poly = shared[sig]
-                probe = CHECK_LENGTHS[-1]
-                if poly(probe) == torch_flops(*call(probe), convention):
-                    rows.append(costs)
-                    continue
-            costs, poly = _costs(lambda n, call=call: count_flops(*call(n), convention, model),
-                                 max_len, fit)
-            if poly is None:
-                all_fitted = False
-            else:
-                shared.setdefault(sig, (costs, poly))
-            rows.append(costs)
-    n_layers = len(model.layers)
-    return CostTable(convention=convention, exit_layers=tuple(model.exit_layers),
-                     max_len=max_len, embedding=rows[0], layer=np.stack(rows[1:1 + n_layers]),
-                     head=np.stack(rows[1 + n_layers:]), fitted=all_fitted)
-
-
-def chained_cost_table(tables: Sequence[CostTable]) -> CostTable:
-    """The table of complete models run one after another (a cascade), from each one's table:
-    exit j runs models 1..j whole (embeddings, layers, heads), so its path is the sum of their
-    last exits' paths. Its rows list the modules in the order they run: model 1's embeddings,
-    every model's layers in turn (a later model's embeddings counted with its first layer), and
-    head j = model j's heads; its exit layers count the layers run so far (models of 1, 2, 4 and
-    6 layers: 1, 3, 7, 13)."""
-    if len({(t.convention, t.max_len) for t in tables}) != 1:
-        raise ValueError("chained cost tables differ in convention or length")
-    layers, heads, exits = [], [], []
-    for j, t in enumerate(tables):
-        rows = t.layer[: t.exit_layers[-1]].copy()
-        if j:
-            rows[0] += t.embedding
-        layers.append(rows)
-        heads.append(t.head.sum(0))
-        exits.append(sum(len(r) for r in layers))
-    first = tables[0]
-    return CostTable(convention=first.convention, exit_layers=tuple(exits),
-                     max_len=first.max_len, embedding=first.embedding.copy(),
-                     layer=np.concatenate(layers), head=np.stack(heads),
-                     fitted=all(t.fitted for t in tables))

@@ -57,7 +57,7 @@ def full_pass(cfg: R.RunConfig, spec: TaskSpec, ckpt_dir: Path | list[Path], eva
     """Load the checkpoint and run the model once over the split (see FullPass). Several
     checkpoints: a combining method's models, assembled by the method into its one model."""
     from eebench.data.batching import encode, eval_batches
-    from eebench.measure.flops import build_cost_table
+    from eebench.measure.cost_table import build_cost_table
     from eebench.measure.params import params_per_exit
     from eebench.train.checkpoint import load_trained
 
