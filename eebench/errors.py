@@ -55,6 +55,16 @@ OS_ERRORS: dict[int, tuple[str, str | None]] = {
 }
 
 
+def printable(text: str) -> str:
+    """`text` as one line that a terminal shows as it is: every character Python does not call
+    printable is escaped as Python writes it (a newline as \\n, NUL as \\x00, ESC as \\x1b,
+    a right-to-left override as \\u202e, a no-break space as \\xa0), so a file or a name cannot
+    split the line, move the cursor or reverse the text."""
+    if text.isprintable():
+        return text
+    return "".join(c if c.isprintable() else repr(c)[1:-1] for c in text)
+
+
 def os_error(e: OSError, doing: str | None = None) -> EebenchError | None:
     """The one-line error for an expected OSError (its errno in OS_ERRORS), naming its file;
     None for any other. `doing` ("cannot write") goes before the reason."""

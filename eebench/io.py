@@ -16,6 +16,7 @@ import hashlib
 import json
 import os
 import socket
+import stat
 import tempfile
 from collections.abc import Iterator
 from contextlib import contextmanager
@@ -186,28 +187,108 @@ def _one_line(text: str, n: int = 200) -> str:
     return line if len(line) <= n else line[: n - 3] + "..."
 
 
-def read_text(path: Path, hint: str | None = None) -> str:
-    """A UTF-8 text file's content; missing, a directory, unreadable or undecodable is one line."""
+# Every file eebench reads is a regular file of bounded size: a FIFO would block the reader
+# forever, a device (a link to /dev/zero) would never end. Generous for its own files (a run's
+# points, a model's config); callers reading files from anyone pass a smaller bound.
+MAX_READ_BYTES = 1 << 30
+
+
+def kind(path: Path) -> str:
+    """What `path` is, for a message: "a directory", "a file", "a FIFO (named pipe)", "a socket",
+    "a character device", "a block device", "a broken symbolic link" or "missing"."""
+    try:
+        mode = os.stat(path).st_mode
+    except FileNotFoundError:
+        return "a broken symbolic link" if os.path.islink(path) else "missing"
+    except OSError as e:
+        return f"unreadable ({e.strerror})"
+    for test, what in ((stat.S_ISDIR, "a directory"), (stat.S_ISREG, "a file"),
+                       (stat.S_ISFIFO, "a FIFO (named pipe)"), (stat.S_ISSOCK, "a socket"),
+                       (stat.S_ISCHR, "a character device"), (stat.S_ISBLK, "a block device")):
+        if test(mode):
+            return what
+    return "not a regular file"
+
+
+def not_a_directory(path: Path) -> str:
+    """Why `path` is no directory, for a message: "missing", "is a file, not a directory", "is a
+    FIFO (named pipe), not a directory"."""
+    what = kind(path)
+    return what if what == "missing" else f"is {what}, not a directory"
+
+
+def _open_regular(path: Path, hint: str | None = None):
+    """`path` opened for reading in binary, after checking on the open descriptor that it is a
+    regular file: opened without blocking (a FIFO would wait for a writer), a FIFO, a device or
+    a socket refused in one DataError line. Missing, a directory, no permission: the OSError."""
+    flags = os.O_RDONLY | getattr(os, "O_NONBLOCK", 0) | getattr(os, "O_BINARY", 0)
+    try:
+        fd = os.open(path, flags)
+    except OSError as e:
+        if e.errno == errno.ENXIO:  # a socket, or a FIFO with no writer on some systems
+            raise DataError(f"{path}: is {kind(path)}, not a regular file", hint=hint) from None
+        raise
+    try:
+        mode = os.fstat(fd).st_mode
+        if stat.S_ISDIR(mode):
+            raise IsADirectoryError(errno.EISDIR, os.strerror(errno.EISDIR), str(path))
+        if not stat.S_ISREG(mode):
+            raise DataError(f"{path}: is {kind(path)}, not a regular file", hint=hint)
+        if hasattr(os, "set_blocking"):
+            os.set_blocking(fd, True)
+        return os.fdopen(fd, "rb")
+    except BaseException:
+        os.close(fd)
+        raise
+
+
+def read_bytes(path: Path, max_bytes: int = MAX_READ_BYTES, hint: str | None = None) -> bytes:
+    """A regular file's bytes, at most `max_bytes`, or one DataError line naming the file. A
+    FIFO, a device or a socket is refused without being read (opened without blocking, its type
+    checked on the open descriptor), and so is a file over the bound."""
     path = Path(path)
     try:
-        return path.read_text(encoding="utf-8")
+        with _open_regular(path, hint) as f:
+            size = os.fstat(f.fileno()).st_size
+            if size > max_bytes:
+                raise DataError(f"{path}: {size:,} bytes, over the {max_bytes:,}-byte limit",
+                                hint=hint)
+            data = f.read(max_bytes + 1)  # the file may have grown since fstat
     except FileNotFoundError:
         raise DataError(f"{path}: missing", hint=hint) from None
     except IsADirectoryError:
         raise DataError(f"{path}: is a directory, not a file", hint=hint) from None
-    except UnicodeDecodeError as e:
-        raise DataError(f"{path}: not UTF-8 text (byte {e.start})", hint=hint) from None
     except OSError as e:
         raise DataError(f"{path}: cannot read ({e.strerror})", hint=hint) from None
+    if len(data) > max_bytes:
+        raise DataError(f"{path}: over the {max_bytes:,}-byte limit", hint=hint)
+    return data
 
 
-def read_json(path: Path, hint: str | None = None) -> Any:
-    """Parsed JSON of a file, or one DataError line naming the file."""
-    text = read_text(path, hint)
+def read_text(path: Path, hint: str | None = None, max_bytes: int = MAX_READ_BYTES) -> str:
+    """A UTF-8 text file's content; missing, a directory, not a regular file (a FIFO, a device),
+    over `max_bytes`, unreadable or undecodable is one line."""
+    data = read_bytes(path, max_bytes, hint)
+    try:
+        return data.decode("utf-8")
+    except UnicodeDecodeError as e:
+        raise DataError(f"{path}: not UTF-8 text (byte {e.start})", hint=hint) from None
+
+
+def parse_json_text(text: str | bytes, where: Any, hint: str | None = None) -> Any:
+    """Parsed JSON, or one DataError line naming `where` (nesting too deep included)."""
     try:
         return json.loads(text)
     except json.JSONDecodeError as e:
-        raise DataError(f"{path}: not JSON ({e.msg}, line {e.lineno})", hint=hint) from None
+        raise DataError(f"{where}: not JSON ({e.msg}, line {e.lineno})", hint=hint) from None
+    except RecursionError:
+        raise DataError(f"{where}: not JSON eebench reads (nested too deeply)",
+                        hint=hint) from None
+
+
+def read_json(path: Path, hint: str | None = None, max_bytes: int = MAX_READ_BYTES) -> Any:
+    """Parsed JSON of a file, or one DataError line naming the file."""
+    return parse_json_text(read_text(path, hint, max_bytes), path, hint)
 
 
 def read_model(path: Path, model: type[M], hint: str | None = None) -> M:
@@ -223,6 +304,9 @@ def validated(model: type[M], data: Any, where: Any, what: str | None = None,
         if isinstance(data, str | bytes):
             return model.model_validate_json(data)
         return model.model_validate(data)
+    except RecursionError:
+        raise DataError(f"{where}: not a valid {what or model.__name__}: nested too deeply",
+                        hint=hint) from None
     except ValidationError as e:
         err = e.errors()[0]
         field = ".".join(str(x) for x in err["loc"]) or "(top level)"
@@ -231,9 +315,10 @@ def validated(model: type[M], data: Any, where: Any, what: str | None = None,
 
 
 def sha256_file(path: Path) -> str:
-    """The sha256 of a file's bytes, read in chunks."""
+    """The sha256 of a regular file's bytes, read in chunks (a FIFO or a device is a DataError,
+    never read)."""
     h = hashlib.sha256()
-    with open(path, "rb") as f:
+    with _open_regular(Path(path)) as f:
         while chunk := f.read(HASH_CHUNK):
             h.update(chunk)
     return h.hexdigest()

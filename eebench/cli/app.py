@@ -21,7 +21,7 @@ import traceback
 import typer
 from typer.core import TyperGroup
 
-from eebench.errors import EebenchError, expected
+from eebench.errors import EebenchError, expected, printable
 
 try:  # typer carries its own copy of click since 0.20
     from typer._click.exceptions import NoArgsIsHelpError
@@ -45,7 +45,7 @@ def debug_requested(ctx=None) -> bool:
 
 
 def _usage_line(e: ClickUsageError) -> str:
-    message = " ".join(e.format_message().split())
+    message = e.format_message().strip()
     return message + (f" (hint: {e.ctx.command_path} --help)" if e.ctx is not None else "")
 
 
@@ -63,7 +63,7 @@ def _fail(e: BaseException, ctx) -> typer.Exit:
         line, code = f"error: {err}", err.exit_code
     if debug_requested(ctx):
         traceback.print_exception(type(e), e, e.__traceback__, file=sys.stderr)
-    typer.echo(" ".join(line.split()), err=True)
+    typer.echo(printable(line), err=True)
     return typer.Exit(code)
 
 
