@@ -2,7 +2,7 @@
 
 - Seeds: the points of one method, task and sweep value from runs with different seeds become one
   point with the mean and the sample standard deviation (ddof=1; 0 for a single seed) of its
-  metric and FLOPs: a groupby of the results frame (eebench.score.table).
+  metric and FLOPs (eebench.score.seeds, imported here).
 - Paired bootstrap: two methods evaluated on the same samples are compared by resampling the
   samples (with replacement) and recomputing the difference of their mean per-sample score
   (correctness in percent, or squared error for regression). Pairing removes the variance that
@@ -14,121 +14,18 @@
 from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
-from dataclasses import dataclass, field
-from typing import TYPE_CHECKING
+from dataclasses import dataclass
 
 import numpy as np
 
 from eebench.errors import DataError, EebenchError, UsageError
 from eebench.score.collect import RawPoint
 from eebench.score.elue import overall
-from eebench.score.table import QUALITY
+from eebench.score.seeds import SEED_KEYS, Point, aggregate_seeds, sample_std, seed_points
 
-if TYPE_CHECKING:
-    import pandas as pd
-
-
-@dataclass(frozen=True)
-class Point:
-    """One operating point of one method on one task, averaged over seeds."""
-
-    label: str
-    method: str
-    task: str
-    split: str
-    flops_convention: str
-    main_metric: str
-    sweep_param: str
-    sweep_value: float
-    num_layers: int
-    flops: float  # FLOPs per sample, mean over seeds
-    flops_std: float
-    main: float  # main metric in percent, mean over seeds
-    main_std: float
-    seeds: tuple[int, ...]
-    sources: tuple[RawPoint, ...]  # one per seed, in seed order (none for a submission)
-    # The quality of its exited predictions (eebench.score.table.QUALITY): name -> (mean, sample
-    # std, seeds that have it), over the seeds that have it; absent where no seed has it
-    quality: Mapping[str, tuple[float, float, int]] = field(default_factory=dict)
-
-    @property
-    def mflops(self) -> float:
-        return self.flops / 1e6
-
-
-def sample_std(values: Sequence[float] | np.ndarray) -> float:
-    """The sample standard deviation (ddof=1) of per-seed values, 0 for a single value: the one
-    spread every table, error bar and CSV column of eebench reports over seeds."""
-    values = np.asarray(values, dtype=float)
-    return float(np.std(values, ddof=1)) if len(values) > 1 else 0.0
-
-
-def _mean(values: Sequence[float] | np.ndarray) -> float:
-    # numpy's, not pandas' own (which sums otherwise): the same bits as np.mean everywhere else
-    return float(np.mean(np.asarray(values, dtype=float)))
-
-
-SEED_KEYS = ["label", "task", "sweep_param", "sweep_value"]
-
-
-def _present(values: pd.Series) -> list[float]:
-    return [float(v) for v in values if v is not None and np.isfinite(v)]
-
-
-def seed_points(frame: pd.DataFrame, sources: Sequence[RawPoint] | None = None) -> list[Point]:
-    """Average the seeds of each (method, task, sweep value) of a results frame (see
-    eebench.score.table); a seed given twice, or models of different depths, are refused.
-
-    `sources`: the RawPoints the frame's rows were made from, in its order, kept in each Point
-    for the statistics that read per-sample predictions; without them (a submission) a Point has
-    none. Points come sorted by task, label and FLOPs.
-    """
-    if frame.empty:
-        return []
-    # Seeds ascending inside each group (stable: a seed given twice keeps its files' order).
-    ordered = frame.assign(source=np.arange(len(frame))).sort_values("seed", kind="stable")
-    groups = ordered.groupby(SEED_KEYS, sort=False, dropna=False)
-    table = groups.agg(
-        first=("source", "min"), members=("source", list), seeds=("seed", list),
-        depths=("num_layers", "nunique"), num_layers=("num_layers", "first"),
-        method=("method", "first"), split=("split", "first"),
-        flops_convention=("flops_convention", "first"), main_metric=("main_metric", "first"),
-        flops=("mean_flops", _mean), flops_std=("mean_flops", sample_std),
-        main=("main", _mean), main_std=("main", sample_std),
-        **{q: (q, _present) for q in QUALITY},
-    ).sort_values("first", kind="stable")  # groups in the order they first appear
-    out = []
-    for g in table.itertuples():
-        label, task, sweep_param, sweep_value = g.Index
-        where = f"{label} on {task}"
-        for i in range(len(g.seeds) - 1):
-            if g.seeds[i] == g.seeds[i + 1]:
-                a, b = (frame["run"].iat[g.members[j]] for j in (i, i + 1))
-                raise DataError(
-                    f"{where} at {sweep_param}={sweep_value:g} seed {g.seeds[i]} appears "
-                    f"twice: {a} and {b}", hint="score runs of one configuration together")
-        if g.depths > 1:
-            depths = sorted({int(d) for d in frame["num_layers"].iloc[g.members]})
-            raise DataError(f"{where}: runs of models with {depths} layers mixed")
-        out.append(Point(
-            label=label, method=g.method, task=task, split=g.split,
-            flops_convention=g.flops_convention, main_metric=g.main_metric,
-            sweep_param=sweep_param, sweep_value=float(sweep_value),
-            num_layers=int(g.num_layers), flops=g.flops, flops_std=g.flops_std, main=g.main,
-            main_std=g.main_std, seeds=tuple(int(s) for s in g.seeds),
-            sources=() if sources is None else tuple(sources[j] for j in g.members),
-            quality={q: (_mean(v), sample_std(v), len(v)) for q in QUALITY
-                     if (v := getattr(g, q))},
-        ))
-    out.sort(key=lambda p: (p.task, p.label, p.flops, p.sweep_value))
-    return out
-
-
-def aggregate_seeds(raw: Sequence[RawPoint]) -> list[Point]:
-    """Average the seeds of each (method, task, sweep value) of run points (see seed_points)."""
-    from eebench.score.table import results_frame, run_records
-
-    return seed_points(results_frame(run_records(raw)), raw)
+__all__ = ["SEED_KEYS", "Bootstrap", "Comparison", "Point", "Rank", "aggregate_seeds",
+           "compare_methods", "match_by_flops", "paired_bootstrap", "paired_scores",
+           "rank_methods", "sample_std", "seed_points"]
 
 
 # ------------------------------------------------------------------------------ paired bootstrap
@@ -310,7 +207,7 @@ class Rank:
 def rank_methods(scores: Mapping[str, Mapping[str, float]]) -> list[Rank]:
     """scores[label][task] = ELUE score. Rank per task (ties share the mean rank), then order by
     mean rank over the tasks each method was scored on (then by overall score, then name)."""
-    from scipy.stats import rankdata
+    from eebench.tasks.metrics import average_ranks
 
     ranks: dict[str, dict[str, float]] = {label: {} for label in scores}
     tasks = sorted({t for per_task in scores.values() for t in per_task})
@@ -318,7 +215,7 @@ def rank_methods(scores: Mapping[str, Mapping[str, float]]) -> list[Rank]:
         entries = [(lab, s[task]) for lab, s in scores.items() if np.isfinite(s.get(task, np.nan))]
         if not entries:
             continue
-        r = rankdata([-v for _, v in entries], method="average")
+        r = average_ranks(np.array([-v for _, v in entries], dtype=float))
         for (lab, _), rank in zip(entries, r, strict=True):
             ranks[lab][task] = float(rank)
     out = []

@@ -1,4 +1,4 @@
-"""GLUE/ELUE metrics in numpy/scipy: accuracy, F1, MCC, Pearson, Spearman and their means.
+"""GLUE/ELUE metrics in numpy: accuracy, F1, MCC, Pearson, Spearman and their means.
 
 The single metrics return fractions in [0, 1] (correlations in [-1, 1]), like scikit-learn and
 scipy, so they can be checked against them. `compute_metrics` reports every metric of a task in
@@ -14,7 +14,6 @@ from __future__ import annotations
 from collections.abc import Sequence
 
 import numpy as np
-from scipy.stats import rankdata
 
 from eebench.errors import EebenchError
 from eebench.tasks.spec import TaskSpec
@@ -72,10 +71,26 @@ def pearson(preds, labels) -> float:
     return float(np.clip((p @ y) / denom, -1.0, 1.0))
 
 
+def average_ranks(values) -> np.ndarray:
+    """Ranks 1..n, ties sharing their mean rank: the numbers of scipy.stats.rankdata (method
+    "average", NaN propagating to every rank) without importing scipy (seconds on a slow
+    machine, for a sort)."""
+    x = np.asarray(values).reshape(-1)
+    if np.issubdtype(x.dtype, np.floating) and np.isnan(x).any():
+        return np.full(x.shape, np.nan)
+    order = np.argsort(x, kind="stable")
+    s = x[order]
+    first = np.flatnonzero(np.r_[True, s[1:] != s[:-1]])  # where each run of ties starts
+    counts = np.diff(np.r_[first, x.size])
+    ranks = np.empty(x.size, dtype=np.float64)
+    ranks[order] = np.repeat(first + 1 + (counts - 1) / 2, counts)
+    return ranks
+
+
 def spearman(preds, labels) -> float:
     """Spearman rank correlation: Pearson on average ranks (ties share a rank, as in scipy)."""
     p, y = _pair(preds, labels)
-    return pearson(rankdata(p), rankdata(y))
+    return pearson(average_ranks(p), average_ranks(y))
 
 
 SINGLE = {"accuracy": accuracy, "f1": f1, "mcc": mcc, "pearson": pearson, "spearman": spearman}
