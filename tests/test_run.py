@@ -223,8 +223,9 @@ def test_config_grid_skips_pairs_a_method_cannot_run(tmp_path, backbone, data_di
                    f'max_seq_length = 32\n[train]\nmax_train_samples = 8\nepochs = 1\n')
     result = runner.invoke(app, ["run", "--config", str(cfg), "--data-dir", str(data_dir),
                                  "--out", str(tmp_path / "runs")])
-    assert "skipped deebert on stsb" in " ".join(result.stderr.split())
-    assert result.exit_code == 2 and "nothing to run" in result.stderr
+    assert result.exit_code == 2, result.output
+    assert result.stderr.strip() == ("error: nothing to run: deebert on stsb: deebert cannot do "
+                                     "regression (its entropy rule needs classes)")
     assert not (tmp_path / "runs").exists()
 
 
@@ -243,15 +244,17 @@ def test_config_task_budgets_and_a_second_process_on_the_same_grid(tmp_path, bac
         'train = { max_train_samples = 24, group_by_length = true }\n')
     args = ["run", "--config", str(cfg), "--data-dir", str(data_dir), "--json",
             "--out", str(tmp_path / "runs"), "--checkpoints", str(tmp_path / "ckpt")]
-    # Another process holds the RTE run: this one skips it and runs the rest.
+    # Another process holds the RTE run: this one runs the rest, then says so and exits 1.
     rte_cfg = expand(load_config(cfg)).runs[0]  # seed by seed, task by task: RTE first
     assert (rte_cfg.task, rte_cfg.max_seq_length, rte_cfg.timing.samples) == ("rte", 40, 4)
     rte_dir = run_module.run_dir_for(rte_cfg, tmp_path / "runs")
     held = run_module._claim(rte_dir)
     assert held is not None and run_module._claim(rte_dir) is None
     result = runner.invoke(app, args)
-    assert result.exit_code == 0, result.output
-    assert "another process is running it" in result.stderr
+    assert result.exit_code == 1, result.output
+    line = " ".join(result.stderr.split())
+    assert "1 of 2 cells are being run by another process (e.g. pabee on rte, seed 42)" in line
+    assert "rerun the same command when it has finished" in line
     done = json.loads(result.stdout)
     assert [d["summary"]["task"] for d in done] == ["wnli"]
     assert done[0]["summary"]["n_samples"] == 10
@@ -308,7 +311,7 @@ def test_a_test_split_run_holds_no_labels(tmp_path, backbone, data_dir):
     assert not any(p.metrics for p in points) and all(p.main is None for p in points)
 
 
-FIELD = [m for m in METHODS.names() if len(get_method(m).variants([1.0, 2.0])) == 1]
+FIELD = [m for m in METHODS.builtin() if len(get_method(m).variants([1.0, 2.0])) == 1]
 
 
 @pytest.mark.parametrize("method", FIELD)

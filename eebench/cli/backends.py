@@ -1,13 +1,12 @@
 """`eebench run --backend slurm|ray` and `--dry-run`: a grid's cells run on an engine, or listed.
 
-The local backend is `eebench run` as it always was (cells one after another in this process);
-this module takes over only for a dry run or another backend, after the grid is expanded and
-checked.
+Every backend runs through `eebench.api.run`; the local one's per-run tables are eebench.cli.run's.
+This module turns the backend flags into options, and shows a dry run's listing or an engine's
+outcomes, after the grid is expanded and checked.
 """
 
 from __future__ import annotations
 
-import os
 from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
@@ -58,37 +57,23 @@ def parse_slurm_options(raw: list[str]) -> dict[str, str]:
     return out
 
 
-def run_elsewhere(expanded: Grid, cfg: BenchConfig, data_dir: Path | None, overwrite: bool,
+def run_elsewhere(grid: Grid, cfg: BenchConfig, data_dir: Path | None, overwrite: bool,
                   json_out: bool, request: GridRequest) -> None:
-    from eebench.run.backends import (
-        WorkerOptions,
-        cells_of,
-        plan,
-        prepare,
-        require_engine,
-        run_cells,
-    )
-    from eebench.run.backends.slurm import records
+    """A dry run's listing, or the grid's cells on Slurm or Ray (`eebench.api.run`)."""
+    from eebench import api
 
-    cells = cells_of(expanded.runs, expanded.in_domain)
-    out = Path(cfg.out).resolve()
     if request.dry_run:
-        rows = plan(cells, out, data_dir, submitted=set(records(out)))
+        rows = api.plan(cfg, data_dir, grid=grid)
         if json_out:
             print_json([r.as_dict() for r in rows])
         else:
             _plan_table(rows, request.options.backend)
         return
     opts = request.options
-    worker = WorkerOptions(
-        out=str(out), checkpoints=str(Path(cfg.checkpoints).resolve()),
-        data_dir=str(data_dir.resolve()) if data_dir else None, cwd=os.getcwd(),
-        overwrite=overwrite, eval_batch_size=cfg.eval_batch_size,
-        threads=opts.cpus_per_job or 1, backend=opts.backend)
-    require_engine(opts.backend)
-    prepare(cells, data_dir)
-    outcomes = run_cells(cells, opts, worker, lambda line: err_console.print(line))
-    rows = [_outcome_row(c, o, out) for c, o in zip(cells, outcomes)]
+    result = api.run(cfg, backend=opts, data_dir=data_dir, overwrite=overwrite,
+                     say=lambda line: err_console.print(line), grid=grid)
+    out = result.out
+    rows = [_outcome_row(c, o, out) for c, o in zip(result.cells, result.outcomes)]
     if json_out:
         print_json(rows)
     else:

@@ -9,13 +9,12 @@ import typer
 
 from eebench.cli.app import app
 from eebench.cli.common import DataDirOption, JsonOption, err_console, print_json, resolve_data_dir
-from eebench.errors import UsageError
+from eebench.errors import EebenchError, UsageError
 
 if TYPE_CHECKING:
     from eebench.cli.backends import GridRequest
-    from eebench.run.artifacts import RunConfig
+    from eebench.run.backends import Cell, CellOutcome
     from eebench.run.config import BenchConfig
-    from eebench.run.grid import Grid
 
 
 BACKENDS = "Backends"  # the help panel of the options saying where a grid runs
@@ -91,8 +90,9 @@ def run_command(
         "--group-by-length/--no-group-by-length", help="Batch training rows of similar length "
         "(less padding; default: the config's, else off).", show_default=False)] = None,
     precision: Annotated[str | None, typer.Option(
-        "--precision", help="Training precision: fp32 (default) or bf16 (autocast; about twice as "
-        "fast on CPUs with AMX and on recent GPUs).", show_default=False)] = None,
+        "--precision", help="Training precision: auto (default: bf16 where the device has it "
+        "natively, a CUDA GPU of compute capability 8.0+ or a CPU with AMX or AVX-512 BF16; else "
+        "fp32), fp32 or bf16 (autocast).", show_default=False)] = None,
     max_eval_samples: Annotated[int | None, typer.Option(
         "--max-eval-samples", help="Evaluate on a seeded subset of N examples.",
         show_default=False)] = None,
@@ -198,64 +198,50 @@ def run_command(
 
 
 def _run_grid(cfg: BenchConfig, overwrite: bool, json_out: bool, skip_unrunnable: bool,
-              request: GridRequest | None = None) -> None:
-    """Expand the config into its runs (every one validated before any work), then run them."""
+              request: GridRequest) -> None:
+    """Expand the config into its runs (every one validated before any work), then run them
+    through the library (`eebench.api.run`) on the requested backend, or list them."""
+    from eebench import api
     from eebench.cli.common import out_dir, progress
-    from eebench.run.execute import RunOptions, execute_group
-    from eebench.run.grid import expand
 
     out_dir(Path(cfg.out), "runs")
     out_dir(Path(cfg.checkpoints), "checkpoints", option="--checkpoints")
-    expanded = expand(cfg, skip_unrunnable)
-    for m, t in expanded.skipped:
-        err_console.print(f"[yellow]skipped[/] {m} on {t}: {m} cannot do regression")
-    if not expanded.runs:
-        raise UsageError("nothing to run: the config's methods cannot do any of its tasks")
+    grid = api.expand(cfg, strict=not skip_unrunnable)
+    for s in grid.skipped:
+        err_console.print(f"[yellow]skipped[/] {s}")
     data_dir = resolve_data_dir(Path(cfg.data_dir) if cfg.data_dir else None)
-    if request is not None and request.elsewhere:  # a listing, or the cells on an engine
+    if request.elsewhere:  # a listing, or the cells on an engine
         from eebench.cli.backends import run_elsewhere
 
-        return run_elsewhere(expanded, cfg, data_dir, overwrite, json_out, request)
-    summaries = []
+        return run_elsewhere(grid, cfg, data_dir, overwrite, json_out, request)
+    summaries: list[dict] = []
+
+    def report(cell: Cell, outcome: CellOutcome) -> None:
+        if outcome.status != "done":
+            return
+        from eebench.run.execute import run_dir_for
+
+        for k, rc in enumerate(cell.runs):
+            summaries.append(_report(run_dir_for(rc, Path(cfg.out)), json_out))
+            if cell.in_domain:
+                own = run_dir_for(cell.in_domain[k], Path(cfg.out))
+                summaries[-1]["in_domain"] = _shift_report(
+                    own, run_dir_for(rc, Path(cfg.out)), json_out)
+
     with progress(transient=True) as bar:
-        opts = RunOptions(data_dir=data_dir, out=Path(cfg.out),
-                          checkpoints=Path(cfg.checkpoints), overwrite=overwrite,
-                          eval_batch_size=cfg.eval_batch_size, console=err_console, progress=bar)
-        for group in _passes(expanded):
-            own = None
-            rc = group[0][1]
-            if rc.train_task:  # first the training on its own task (the shared checkpoint)
-                own = execute_group([expanded.in_domain[i] for i, _ in group], opts)
-            shift = f" trained on {rc.train_task}" if rc.train_task else ""
-            labels = ", ".join(c.label for _, c in group)
-            err_console.print(f"[bold]run[/] {labels} on {rc.task}{shift} (seed {rc.seed}, "
-                              f"{rc.pooling} pooling)")
-            run_dirs = execute_group([c for _, c in group], opts)
-            for k, run_dir in enumerate(run_dirs):
-                if run_dir is None:
-                    err_console.print(f"  [yellow]skipped[/] {group[k][1].label}: another "
-                                      "process is running it")
-                    continue
-                summaries.append(_report(run_dir, json_out))
-                if own is not None and own[k] is not None:
-                    summaries[-1]["in_domain"] = _shift_report(own[k], run_dir, json_out)
+        result = api.run(cfg, backend=request.options, data_dir=data_dir, overwrite=overwrite,
+                         say=lambda line: err_console.print(f"[bold]{line}[/]"),
+                         console=err_console, progress=bar, on_outcome=report, grid=grid)
     if json_out:
-        one = len(summaries) == 1 and len(expanded.runs) == 1
+        one = len(summaries) == 1 and len(grid.runs) == 1
         print_json(summaries[0] if one else summaries)
-
-
-def _passes(grid: Grid) -> list[list[tuple[int, RunConfig]]]:
-    """The grid's runs (index, config) in passes: a method's own run and the runs of the other
-    rules swept on its model share one (they come one after another in the grid)."""
-    from eebench.run.execute import same_pass
-
-    groups: list[list[tuple[int, RunConfig]]] = []
-    for i, rc in enumerate(grid.runs):
-        if groups and same_pass(groups[-1][0][1], rc):
-            groups[-1].append((i, rc))
-        else:
-            groups.append([(i, rc)])
-    return groups
+    busy = result.cells_with("busy")
+    if busy:
+        cell = busy[0][0]
+        raise EebenchError(
+            f"{len(busy)} of {len(result.cells)} cells are being run by another process (e.g. "
+            f"{cell.label} on {cell.config.task}, seed {cell.config.seed}); the rest is done",
+            hint="rerun the same command when it has finished: done cells are not run again")
 
 
 QUALITY = ("ece", "consistency")  # per-point quality fields, where a point has them

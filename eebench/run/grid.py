@@ -16,9 +16,21 @@ from eebench.tasks.spec import TaskSpec, get_task
 
 
 @dataclass(frozen=True)
+class Skipped:
+    """A (method or method+rule, task) pair a grid leaves out, and why."""
+
+    method: str
+    task: str
+    reason: str
+
+    def __str__(self) -> str:
+        return f"{self.method} on {self.task}: {self.reason}"
+
+
+@dataclass(frozen=True)
 class Grid:
     runs: list[RunConfig]
-    skipped: list[tuple[str, str]]  # (method, task) pairs left out: the method cannot do the task
+    skipped: list[Skipped]  # pairs left out, each with its reason
     # With an eval task (domain shift): run i's in-domain twin, the same training evaluated on
     # its own task (it shares the checkpoint), whose numbers the shifted ones are shown next to
     in_domain: list[RunConfig] = field(default_factory=list)
@@ -29,29 +41,32 @@ def expand(config: BenchConfig, skip_unrunnable: bool = True) -> Grid:
     half-way has whole seeds to show). A grid skips the pairs a method cannot run (entropy on
     regression); with `skip_unrunnable` off (one pair asked for by name) they are refused."""
     jobs = [(m, t, s) for s in config.seeds for t in config.tasks for m in config.methods]
-    skipped: list[tuple[str, str]] = []
+    skipped: dict[tuple[str, str], str] = {}  # (method, task) -> reason, each pair once
     if skip_unrunnable:
-        runnable = [(m, t, s) for m, t, s in jobs
-                    if get_method(m).supports_regression or not get_task(t).is_regression]
-        skipped = sorted({(m, t) for m, t, _ in jobs} - {(m, t) for m, t, _ in runnable})
-        jobs = runnable
+        for m, t, _ in jobs:
+            if not get_method(m).supports_regression and get_task(t).is_regression:
+                skipped[(m, t)] = (f"{m} cannot do regression (its "
+                                   f"{get_method(m).rule or 'exit'} rule needs classes)")
+        jobs = [(m, t, s) for m, t, s in jobs if (m, t) not in skipped]
     runs = []
     for m, t, s in jobs:
         runs.append(run_config_for(config, m, t, s))
         runs += [run_config_for(config, m, t, s, rule) for rule in
                  rules_for(config, m, t, skipped if skip_unrunnable else None)]
+    left_out = [Skipped(m, t, why) for (m, t), why in skipped.items()]
     if config.eval_task is None:
-        return Grid(runs, skipped)
+        return Grid(runs, left_out)
     own = config.model_copy(update={"eval_task": None})
-    return Grid(runs, skipped, [run_config_for(own, r.method, r.trained_on, r.seed, r.rule)
-                              for r in runs])
+    return Grid(runs, left_out, [run_config_for(own, r.method, r.trained_on, r.seed, r.rule)
+                               for r in runs])
 
 
 def rules_for(config: BenchConfig, method: str, task: str,
-              skipped: list[tuple[str, str]] | None) -> list[str]:
+              skipped: dict[tuple[str, str], str] | None) -> list[str]:
     """The config's other rules to sweep on `method`'s model for `task`: not its own rule, and
     only rules whose needs the model meets. Where one is not met, a grid notes the pair in
-    `skipped` (method+rule, task) and goes on; without `skipped` it is refused in one line."""
+    `skipped` ((method+rule, task) -> the unmet need) and goes on; without `skipped` it is
+    refused in one line."""
     from eebench.rules.catalog import get_rule
 
     m = get_method(method, **config.methods_settings.get(method, {}))
@@ -65,11 +80,13 @@ def rules_for(config: BenchConfig, method: str, task: str,
             raise UsageError(f"--rule {kind.name}: {m.name} trains {m.trains}, each with one "
                              "exit: there is no exit to choose", hint="use --rule with methods "
                              "that put exits on one model (eebench methods)")
-        lacking = kind.missing(m.provided(spec.is_regression))
-        if lacking and skipped is not None:
-            skipped.append((f"{m.name}+{kind.name}", spec.name))
+        try:
+            kind.refuse_unless(m.provided(spec.is_regression), f"{m.name} on {spec.name}")
+        except UsageError as e:  # its model lacks what the rule needs: the reason, said once
+            if skipped is None:
+                raise
+            skipped[(f"{m.name}+{kind.name}", spec.name)] = e.message
             continue
-        kind.refuse_unless(m.provided(spec.is_regression), f"{m.name} on {spec.name}")
         out.append(kind.name)
     return out
 

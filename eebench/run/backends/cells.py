@@ -177,21 +177,32 @@ def run_cell(cell: Cell, opts: WorkerOptions, attempt: int = 1) -> CellOutcome:
                        job=_job_id())
 
 
-def execute_cell(cell: Cell, opts: WorkerOptions) -> Path | None:
-    """The real cell: train or reuse the model, one pass, each run's sweep and run directory
-    (`execute_group`), after the in-domain twins of domain-shift runs. The seed is the cell's
-    own, in its RunConfigs. None: another process holds one of its runs."""
-    if opts.threads:
-        import torch
+def run_options(opts: WorkerOptions, console: Any = None, progress: Any = None) -> RunOptions:
+    """The options of `execute_group` in a worker (a console and progress bar where one shows)."""
+    return RunOptions(data_dir=Path(opts.data_dir) if opts.data_dir else None,
+                      out=Path(opts.out), checkpoints=Path(opts.checkpoints),
+                      overwrite=opts.overwrite, eval_batch_size=opts.eval_batch_size,
+                      console=console, progress=progress)
 
-        torch.set_num_threads(opts.threads)
-    run_opts = RunOptions(data_dir=Path(opts.data_dir) if opts.data_dir else None,
-                          out=Path(opts.out), checkpoints=Path(opts.checkpoints),
-                          overwrite=opts.overwrite, eval_batch_size=opts.eval_batch_size)
+
+def execute_runs(cell: Cell, run_opts: RunOptions) -> Path | None:
+    """Train or reuse the cell's model, one pass, each run's sweep and run directory
+    (`execute_group`), after the in-domain twins of domain-shift runs. The first run's directory,
+    or None: another process holds one of its runs."""
     if cell.in_domain and None in execute_group(list(cell.in_domain), run_opts):
         return None
     dirs = execute_group(list(cell.runs), run_opts)
     return None if None in dirs else dirs[0]
+
+
+def execute_cell(cell: Cell, opts: WorkerOptions) -> Path | None:
+    """The real cell on a remote worker (`execute_runs`, with the worker's CPU threads). The seed
+    is the cell's own, in its RunConfigs. None: another process holds one of its runs."""
+    if opts.threads:
+        import torch
+
+        torch.set_num_threads(opts.threads)
+    return execute_runs(cell, run_options(opts))
 
 
 def _since(started: float) -> float:

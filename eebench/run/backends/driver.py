@@ -117,6 +117,10 @@ class Engine:
     """What a backend does: settle earlier submissions, start cells, wait for them."""
 
     name = "engine"
+    # Cells run in this process (the local engine), in the grid's order, finished ones too (they
+    # say so); a failure raises at once instead of being recorded, so a failure record of another
+    # backend does not stop a cell here.
+    in_process = False
 
     def __init__(self, opts: BackendOptions, worker: WorkerOptions,
                  say: Callable[[str], None]) -> None:
@@ -137,7 +141,13 @@ class Engine:
 
 
 def open_engine(opts: BackendOptions, worker: WorkerOptions,
-                say: Callable[[str], None]) -> Engine:
+                say: Callable[[str], None], **local: Any) -> Engine:
+    """The backend's engine; `local` are the local engine's display arguments (console,
+    progress, on_outcome), which the remote engines do not take."""
+    if opts.backend == "local":
+        from eebench.run.backends.local import LocalEngine
+
+        return LocalEngine(opts, worker, say, **local)
     if opts.backend == "slurm":
         from eebench.run.backends.slurm import SlurmEngine
 
@@ -150,10 +160,10 @@ def open_engine(opts: BackendOptions, worker: WorkerOptions,
 
 
 def run_cells(cells: list[Cell], opts: BackendOptions, worker: WorkerOptions,
-              say: Callable[[str], None]) -> list[CellOutcome]:
+              say: Callable[[str], None], **local: Any) -> list[CellOutcome]:
     """Every cell's outcome, in the grid's order. Blocks until each cell ran (or, with
     `wait=False`, until every cell to run is submitted)."""
-    engine = open_engine(opts, worker, say)
+    engine = open_engine(opts, worker, say, **local)
     try:
         return _drive(engine, cells, opts, worker, say)
     finally:
@@ -168,7 +178,8 @@ def _drive(engine: Engine, cells: list[Cell], opts: BackendOptions, worker: Work
     for cell in cells:
         if cell.key in running:
             continue
-        state = "todo" if worker.overwrite else status(cell, worker.out)
+        # in this process, every cell goes to the engine: a finished one says so as it comes
+        state = "todo" if worker.overwrite or engine.in_process else status(cell, worker.out)
         if state == "done":
             outcomes[cell.key] = CellOutcome(cell.key, "done")
         elif state == "failed" and not opts.rerun_failed:
@@ -178,8 +189,9 @@ def _drive(engine: Engine, cells: list[Cell], opts: BackendOptions, worker: Work
             todo.append(Handle(cell, 1))
     if todo:
         engine.start(todo)
-        say(f"{engine.name}: {len(todo)} cell(s) started"
-            + (f", {len(running)} still running from before" if running else ""))
+        if not engine.in_process:
+            say(f"{engine.name}: {len(todo)} cell(s) started"
+                + (f", {len(running)} still running from before" if running else ""))
     if not opts.wait:
         for h in todo:
             outcomes[h.cell.key] = CellOutcome(h.cell.key, "submitted", h.attempt, job=h.job)

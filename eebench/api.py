@@ -1,0 +1,230 @@
+"""eebench as a library: the few calls a notebook needs, and what the CLI itself calls.
+
+    from eebench import api
+
+    cfg = api.config(methods=["pabee"], tasks=["rte"], seeds=[1],
+                     train={"max_train_samples": 200, "epochs": 1})
+    done = api.run(cfg, data_dir="../shared/data")     # local; backend="slurm" or "ray" alike
+    frame = api.results(done.run_dirs)                 # the results DataFrame
+    report = api.score(done.run_dirs, reference="leaderboard/references/minilm-l6-static.json")
+    api.plot(done.run_dirs, out="figures")
+    sub = api.submission(done.run_dirs, data_dir="../shared/data")
+
+A grid is a BenchConfig (eebench.run.config; `config` builds one from a TOML file and/or keyword
+settings, validated as `eebench run --config` validates it). `run` expands it into validated runs
+(every one checked before any work), groups them into cells (one trained model each) and runs the
+cells on a backend: `local` (this process, one after another), `slurm` or `ray`; finished cells
+are kept, so calling it again resumes. Pairs a method cannot run are skipped, each with its reason
+(`RunResult.skipped`). Nothing here prints unless `say` is given; errors are EebenchErrors with
+a one-line message.
+
+Torch, transformers and pandas are imported inside the calls that need them.
+"""
+
+from __future__ import annotations
+
+import os
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass
+from pathlib import Path
+from typing import TYPE_CHECKING, Any
+
+from eebench.errors import EebenchError, UsageError
+
+if TYPE_CHECKING:
+    import pandas as pd
+
+    from eebench.run.backends import BackendOptions, Cell, CellOutcome, PlannedCell
+    from eebench.run.config import BenchConfig
+    from eebench.run.grid import Grid, Skipped
+    from eebench.score.reference import ReferenceCurves
+    from eebench.score.report import ScoreReport
+    from eebench.submit.schema import Submission
+
+Runs = str | Path | Sequence[str | Path]  # run directories, their parents or glob patterns
+
+__all__ = ["RunResult", "check", "config", "expand", "plan", "plot", "results", "run", "score",
+           "submission"]
+
+
+def config(path: str | Path | None = None, **settings: Any) -> BenchConfig:
+    """A benchmark config: the TOML file at `path` (None: the defaults), with `settings` (any
+    BenchConfig field; tables such as `train` merge key by key) over it, validated."""
+    from eebench.run.config import load_config, merge
+
+    return merge(load_config(Path(path) if path is not None else None), settings)
+
+
+def expand(cfg: BenchConfig, strict: bool = False) -> Grid:
+    """The grid's validated runs. `strict`: a pair a method cannot run is refused (one line)
+    instead of skipped with its reason."""
+    from eebench.run.grid import expand as expand_grid
+
+    grid = expand_grid(cfg, skip_unrunnable=not strict)
+    if not grid.runs:
+        why = "; ".join(str(s) for s in grid.skipped[:3])
+        raise UsageError(f"nothing to run: {why}" if why else "nothing to run: the config has "
+                         "no methods or no tasks")
+    return grid
+
+
+def _data_dir(data_dir: str | Path | None) -> Path | None:
+    """The data directory given, else $EEBENCH_DATA_DIR, else None (the hub)."""
+    if data_dir is not None:
+        return Path(data_dir)
+    env = os.environ.get("EEBENCH_DATA_DIR")
+    return Path(env) if env else None
+
+
+def _cells(grid: Grid) -> list[Cell]:
+    from eebench.run.backends import cells_of
+
+    return cells_of(grid.runs, grid.in_domain)
+
+
+def plan(cfg: BenchConfig, data_dir: str | Path | None = None, strict: bool = False,
+         grid: Grid | None = None) -> list[PlannedCell]:
+    """What running the grid would do, cell by cell (status, training steps, an estimate from
+    finished siblings); nothing is started. `grid`: `expand(cfg)` where the caller has it."""
+    from eebench.run.backends import plan as plan_cells
+    from eebench.run.backends.slurm import records
+
+    out = Path(cfg.out).resolve()
+    return plan_cells(_cells(grid or expand(cfg, strict)), out, _data_dir(data_dir),
+                      submitted=set(records(out)))
+
+
+@dataclass
+class RunResult:
+    """What `run` did: every cell of the grid and its outcome, in the grid's order."""
+
+    grid: Grid
+    cells: list[Cell]
+    outcomes: list[CellOutcome]
+    out: Path
+
+    @property
+    def skipped(self) -> list[Skipped]:
+        return self.grid.skipped
+
+    @property
+    def run_dirs(self) -> list[Path]:
+        """The run directories of the finished cells (each run of a cell: its own rule and the
+        other rules swept on its model)."""
+        from eebench.run.execute import run_dir_for
+
+        return [run_dir_for(rc, self.out) for c, o in zip(self.cells, self.outcomes)
+                if o.status == "done" for rc in c.runs]
+
+    def cells_with(self, *status: str) -> list[tuple[Cell, CellOutcome]]:
+        return [(c, o) for c, o in zip(self.cells, self.outcomes) if o.status in status]
+
+
+def run(cfg: BenchConfig, *, backend: str | BackendOptions = "local",
+        data_dir: str | Path | None = None, overwrite: bool = False, strict: bool = False,
+        say: Callable[[str], None] | None = None, console: Any = None, progress: Any = None,
+        on_outcome: Callable[[Cell, CellOutcome], None] | None = None,
+        grid: Grid | None = None) -> RunResult:
+    """Run the grid of `cfg` on `backend` (a name, or BackendOptions for a cluster's settings)
+    and return every cell's outcome. Local cells run one after another here and a failure raises;
+    on Slurm or Ray a failed cell is recorded in its error.json and returned as `failed`. A cell
+    another process is running comes back `busy`. `say` receives one line per event; `console`
+    and `progress` (rich) show training and evaluation as they go (local only); `on_outcome` is
+    called as each local cell finishes. `grid`: `expand(cfg)` where the caller has it."""
+    from eebench.run.backends import BackendOptions, WorkerOptions, check_options, run_cells
+
+    opts = BackendOptions(backend=backend) if isinstance(backend, str) else backend
+    check_options(opts)
+    grid = grid or expand(cfg, strict)
+    cells = _cells(grid)
+    out, data = Path(cfg.out).resolve(), _data_dir(data_dir)
+    say = say or (lambda line: None)
+    local = opts.backend == "local"
+    worker = WorkerOptions(
+        out=str(out), checkpoints=str(Path(cfg.checkpoints).resolve()),
+        data_dir=str(data.resolve()) if data else None, cwd=os.getcwd(), overwrite=overwrite,
+        eval_batch_size=cfg.eval_batch_size, threads=None if local else opts.cpus_per_job or 1,
+        backend=opts.backend)
+    if not local:
+        from eebench.run.backends import prepare, require_engine
+
+        require_engine(opts.backend)
+        prepare(cells, data)
+    extra = {"console": console, "progress": progress, "on_outcome": on_outcome} if local else {}
+    outcomes = run_cells(cells, opts, worker, say, **extra)
+    return RunResult(grid, cells, outcomes, out)
+
+
+def _loaded(runs: Runs) -> list:
+    from eebench.score import load_runs
+
+    return load_runs([runs] if isinstance(runs, str | Path) else list(runs))
+
+
+def _reference(reference: str | Path | ReferenceCurves | None) -> ReferenceCurves | None:
+    if reference is None or not isinstance(reference, str | Path):
+        return reference
+    from eebench.score import load_reference
+
+    return load_reference(Path(reference))
+
+
+def results(runs: Runs) -> pd.DataFrame:
+    """The results table: a row per operating point per run (columns: eebench.score.table)."""
+    from eebench.score import raw_points, results_frame, run_records
+
+    return results_frame(run_records(raw_points(_loaded(runs))))
+
+
+def score(runs: Runs, reference: str | Path | ReferenceCurves | None = None,
+          extrapolate: str = "clamp") -> ScoreReport:
+    """Seeds averaged, Pareto fronts, hypervolume and (with a reference curve) ELUE scores, as
+    `eebench score` computes them; `report.to_dict()` is its JSON."""
+    from eebench import score as sc
+    from eebench.score.quality import fill_quality
+
+    if extrapolate not in sc.EXTRAPOLATE:
+        raise UsageError(f"unknown extrapolation {extrapolate!r}",
+                         hint=f"choose from: {', '.join(sc.EXTRAPOLATE)}")
+    loaded = _loaded(runs)
+    fill_quality(loaded)
+    raw = sc.raw_points(loaded)
+    sc.check_consistent(raw)
+    return sc.score(sc.aggregate_seeds(raw), _reference(reference), extrapolate)
+
+
+def plot(runs: Runs, out: str | Path, reference: str | Path | ReferenceCurves | None = None,
+         fmt: str = "png", log_flops: bool = False) -> list[Path]:
+    """The figures of `eebench plot` (one file each, and index.md) written to `out`."""
+    import matplotlib
+
+    matplotlib.use("Agg")
+    from eebench.plot import plan_figures, write_figures
+
+    planned = plan_figures(_loaded(runs), _reference(reference), log_flops=log_flops)
+    return write_figures(planned, Path(out), fmt)
+
+
+def submission(runs: Runs, data_dir: str | Path | None = None,
+               reference: str | Path | None = None, name: str | None = None,
+               extrapolate: str = "clamp", out: str | Path | None = None) -> Submission:
+    """A leaderboard submission from one method's runs, validated (ELUE scores recomputed when
+    a reference is given); written to `out` when given."""
+    from eebench.submit.build import build_submission, write_submission
+
+    inputs = [runs] if isinstance(runs, str | Path) else list(runs)
+    sub = build_submission(inputs, _data_dir(data_dir),
+                           Path(reference) if reference is not None else None, name, extrapolate)
+    if out is not None:
+        write_submission(sub, Path(out))
+    return sub
+
+
+def check(result: RunResult) -> None:
+    """Raise, in one line, unless every cell of `result` is done (failed, busy or submitted
+    cells are named)."""
+    bad = [(c, o) for c, o in zip(result.cells, result.outcomes) if o.status != "done"]
+    if bad:
+        c, o = bad[0]
+        raise EebenchError(f"{len(bad)} of {len(result.cells)} cells not done: {c.label} on "
+                           f"{c.config.task} is {o.status}" + (f" ({o.error})" if o.error else ""))
