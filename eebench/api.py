@@ -7,6 +7,7 @@
     done = api.run(cfg, data_dir="../shared/data")     # local; backend="slurm" or "ray" alike
     frame = api.results(done.run_dirs)                 # the results DataFrame
     report = api.score(done.run_dirs, reference="leaderboard/references/minilm-l6-static.json")
+    print(report.elue)                                 # ELUE score by method and task
     api.plot(done.run_dirs, out="figures")
     sub = api.submission(done.run_dirs, data_dir="../shared/data")
 
@@ -43,8 +44,8 @@ if TYPE_CHECKING:
 
 Runs = str | Path | Sequence[str | Path]  # run directories, their parents or glob patterns
 
-__all__ = ["RunResult", "check", "config", "expand", "plan", "plot", "results", "run", "score",
-           "submission"]
+__all__ = ["RunResult", "check", "config", "expand", "plan", "plot", "reference", "results",
+           "run", "score", "submission"]
 
 
 def config(path: str | Path | None = None, **settings: Any) -> BenchConfig:
@@ -174,6 +175,18 @@ def results(runs: Runs) -> pd.DataFrame:
     from eebench.score import raw_points, results_frame, run_records
 
     return results_frame(run_records(raw_points(_loaded(runs))))
+
+
+def reference(runs: Runs, name: str | None = None, out: str | Path | None = None
+              ) -> ReferenceCurves:
+    """Reference curves (the ELUE score's baseline) from `static` runs, as `eebench reference
+    build` makes them; written to `out` when given."""
+    from eebench.score import build_reference, save_reference
+
+    curves = build_reference(_loaded(runs), name)
+    if out is not None:
+        save_reference(curves, Path(out))
+    return curves
 
 
 def score(runs: Runs, reference: str | Path | ReferenceCurves | None = None,
