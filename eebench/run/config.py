@@ -33,20 +33,23 @@ A file can hold defaults for a single `eebench run` and, optionally, the grid of
     train = { epochs = 3 }
 
 Every table is a model (TrainConfig, TimingConfig, TaskSettings), so a bad name or value fails
-when the file is read. The command line's flags go over a file's through `merge`, the one
-function `eebench run` and `eebench train` share; eebench.run.grid turns the result into
-validated runs.
+when the file is read, with the nearest known name as a hint; so do the names the tables are keyed
+by (a method, a method+rule, a task: `check_names`), a method's settings (its own Settings model),
+an empty list, a duplicate (a seed, a sweep value, a rule, a batch size given twice), a file over
+MAX_CONFIG_BYTES and a grid of more than MAX_GRID_RUNS runs. The command line's flags go over a
+file's through `merge`, the one function `eebench run` and `eebench train` share;
+eebench.run.grid turns the result into validated runs.
 """
 
 from __future__ import annotations
 
 import sys
 from pathlib import Path
-from typing import TYPE_CHECKING, Any, Literal
+from typing import TYPE_CHECKING, Annotated, Any, Literal
 
-from pydantic import BaseModel, ConfigDict, Field, ValidationError
+from pydantic import AfterValidator, BaseModel, ConfigDict, Field, ValidationError
 
-from eebench.errors import UsageError
+from eebench.errors import EebenchError, UsageError
 from eebench.io import read_text
 from eebench.train.config import GivenTrainConfig, Seed, TrainConfig, settings_error
 
@@ -59,12 +62,34 @@ else:  # pragma: no cover
     import tomli as tomllib
 
 
+MAX_CONFIG_BYTES = 1 << 20  # a config is a few kB; 1 MiB of TOML takes a second to parse
+MAX_GRID_RUNS = 10_000  # seeds x tasks x methods x (1 + rules): the largest benchmark has 240
+MAX_SWEEP = 1000  # values in one sweep (a submission holds at most 1000 points a run)
+MAX_BATCH = 1 << 16
+
+
+def _each_once(values: list[Any]) -> list[Any]:
+    """A list whose items are all different (a value given twice is a typo, or double work)."""
+    seen: set[Any] = set()
+    for v in values:
+        if v in seen:
+            raise ValueError(f"{v!r} is given twice")
+        seen.add(v)
+    return values
+
+
+EachOnce = AfterValidator(_each_once)
+BatchSize = Annotated[int, Field(ge=1, le=MAX_BATCH)]
+Sweep = Annotated[list[float], Field(min_length=1, max_length=MAX_SWEEP), EachOnce]
+
+
 class TimingConfig(BaseModel):
     model_config = ConfigDict(extra="forbid")
 
     enabled: bool = True
     samples: int = Field(200, ge=1)  # samples timed (and checked against the simulation)
-    batch_sizes: list[int] = Field(default_factory=lambda: [1, 32])
+    batch_sizes: Annotated[list[BatchSize], Field(min_length=1), EachOnce] = Field(
+        default_factory=lambda: [1, 32])
     warmup: int = Field(5, ge=0)
     repeats: int = Field(1, ge=1)
 
@@ -84,12 +109,13 @@ class BenchConfig(BaseModel):
 
     model: str = "minilm-l6"
     pooling: Literal["cls", "mean"] | None = None  # None: the way the backbone was pretrained
-    methods: list[str] = Field(default_factory=list)
-    tasks: list[str] = Field(default_factory=list)
+    methods: Annotated[list[str], EachOnce] = Field(default_factory=list)
+    tasks: Annotated[list[str], EachOnce] = Field(default_factory=list)
     # Domain shift: evaluate the models trained on each of `tasks` on this task's split instead
     # (same labels, same kind of input); None: each task's own split.
     eval_task: str | None = None
-    seeds: list[Seed] = Field(default_factory=lambda: [42])
+    seeds: Annotated[list[Seed], Field(min_length=1), EachOnce] = Field(
+        default_factory=lambda: [42])
     split: str = "dev"
     data_dir: str | None = None
     out: str = "runs"
@@ -101,9 +127,9 @@ class BenchConfig(BaseModel):
     train: GivenTrainConfig = Field(default_factory=TrainConfig)
     timing: TimingConfig = Field(default_factory=TimingConfig)
     methods_settings: dict[str, dict[str, Any]] = Field(default_factory=dict)
-    sweeps: dict[str, list[float]] = Field(default_factory=dict)  # by method or method+rule
+    sweeps: dict[str, Sweep] = Field(default_factory=dict)  # by method or method+rule
     # Other exit rules to sweep on each method's trained model, in the same pass (eebench rules)
-    rules: list[str] = Field(default_factory=list)
+    rules: Annotated[list[str], EachOnce] = Field(default_factory=list)
     tasks_settings: dict[str, TaskSettings] = Field(default_factory=dict)
 
     def for_task(self, task: str) -> TaskSettings:
@@ -152,9 +178,11 @@ def merge(config: BenchConfig, overrides: dict[str, Any]) -> BenchConfig:
     for name, own in tasks.items():
         tasks[name] = _merged(own, budget)
     try:
-        return BenchConfig.model_validate(_merged(data, overrides))
+        merged = BenchConfig.model_validate(_merged(data, overrides))
     except ValidationError as e:
-        raise settings_error(e) from None
+        raise settings_error(e, model=BenchConfig) from None
+    check_names(merged)
+    return merged
 
 
 def _merged(base: dict[str, Any], over: dict[str, Any]) -> dict[str, Any]:
@@ -173,12 +201,94 @@ def load_config(path: Path | None) -> BenchConfig:
         return BenchConfig()
     if not Path(path).exists():
         raise UsageError(f"config file {path} not found")
-    text = read_text(Path(path))  # a directory, unreadable, not UTF-8: one line naming the file
+    # a directory, a FIFO, a device, over the bound, not UTF-8: one line naming the file
+    text = read_text(Path(path), max_bytes=MAX_CONFIG_BYTES)
     try:
         data = tomllib.loads(text)
     except tomllib.TOMLDecodeError as e:
         raise UsageError(f"{path}: not valid TOML: {e}") from None
+    except RecursionError:
+        raise UsageError(f"{path}: not valid TOML eebench reads: nested too deeply") from None
     try:
-        return BenchConfig.model_validate(data)
+        config = BenchConfig.model_validate(data)
     except ValidationError as e:
-        raise settings_error(e, where=f"{path}: ") from None
+        raise settings_error(e, where=f"{path}: ", model=BenchConfig) from None
+    except RecursionError:
+        raise UsageError(f"{path}: nested too deeply") from None
+    check_names(config, where=f"{path}: ", own=True)
+    return config
+
+
+def check_names(config: BenchConfig, where: str = "", own: bool = False) -> None:
+    """Every name a config gives is known, and given once: its methods, tasks, rules and eval
+    task; the keys of [methods_settings] (a method; its settings checked by the method's own
+    Settings model), [sweeps] (a method, or method+rule) and [tasks_settings] (a task, one table
+    per task); the stages [train] overrides. `own`: the config as its file gives it, whose
+    settings for a method (or a rule) must be for one it lists, where it lists them. The grid
+    stays within MAX_GRID_RUNS. One line, exit code 2, naming the setting."""
+    from eebench.methods.base import get_method
+    from eebench.rules.catalog import get_rule
+    from eebench.tasks.spec import get_task
+
+    def refuse(setting: str, message: str, hint: str | None = None) -> None:
+        raise UsageError(f"{where}setting {setting}: {message}", hint=hint)
+
+    def named(setting: str, lookup: Any, name: str, **settings: Any) -> str:
+        try:
+            return lookup(name, **settings).name
+        except EebenchError as e:
+            refuse(setting, e.message, e.hint)
+            raise  # not reached
+
+    runs = (len(config.seeds) * max(1, len(config.tasks)) * max(1, len(config.methods))
+            * (1 + len(config.rules)))
+    if runs > MAX_GRID_RUNS:
+        refuse("seeds", f"the grid has {runs:,} runs (seeds x tasks x methods x (1 + rules)), "
+               f"over the bound of {MAX_GRID_RUNS:,}", hint="split it into several configs")
+    methods = _canonical("methods", [named("methods", get_method, m) for m in config.methods],
+                         config.methods, refuse)
+    rules = _canonical("rules", [named("rules", get_rule, r) for r in config.rules],
+                       config.rules, refuse)
+    _canonical("tasks", [named("tasks", get_task, t) for t in config.tasks], config.tasks,
+               refuse)
+    if config.eval_task is not None:
+        named("eval_task", get_task, config.eval_task)
+    _canonical("tasks_settings", [named(f"tasks_settings.{t}", get_task, t)
+                                  for t in config.tasks_settings], list(config.tasks_settings),
+               refuse)
+
+    def listed(setting: str, method: str, rule: str | None = None) -> None:
+        if own and methods and method not in methods:
+            refuse(setting, f"{method} is not one of the config's methods "
+                   f"({', '.join(config.methods)})", hint="add it to methods, or remove the "
+                   "setting")
+        if own and rule is not None and rules and rule not in rules:
+            refuse(setting, f"{rule} is not one of the config's rules ({', '.join(config.rules)})",
+                   hint="add it to rules, or remove the setting")
+
+    for key, settings in config.methods_settings.items():
+        listed(f"methods_settings.{key}",
+               named(f"methods_settings.{key}", get_method, key, **settings))
+    for key in config.sweeps:
+        method, plus, rule = key.partition("+")
+        m = named(f"sweeps.{key}", get_method, method)
+        listed(f"sweeps.{key}", m, named(f"sweeps.{key}", get_rule, rule) if plus else None)
+    stages = {m: [s.name for s in get_method(m, **config.methods_settings.get(m, {})).stages()]
+              for m in methods}
+    for table, train in (("train", config.train), *((f"tasks_settings.{t}.train", s.train)
+                                                     for t, s in config.tasks_settings.items())):
+        for stage in train.stage_overrides:
+            for m, names in stages.items():  # training refuses a stage its method lacks
+                if stage not in names:
+                    refuse(f"{table}.stage_overrides.{stage}", f"method {m} has no stage "
+                           f"{stage!r}", hint=f"its stages are: {', '.join(names)}")
+
+
+def _canonical(setting: str, names: list[str], given: list[str], refuse: Any) -> list[str]:
+    """`names` (each given name's canonical one), refusing two that name the same thing."""
+    seen: dict[str, str] = {}
+    for name, as_given in zip(names, given):
+        if name in seen:
+            refuse(setting, f"{as_given!r} and {seen[name]!r} are the same {name!r}")
+        seen[name] = as_given
+    return names

@@ -108,7 +108,7 @@ class TrainConfig(_Settings):
         try:
             return cls.model_validate(data)
         except ValidationError as e:
-            raise settings_error(e, section=("train",)) from None
+            raise settings_error(e, section=("train",), model=cls) from None
 
     def given(self, mode: str = "python") -> dict[str, Any]:
         """The settings that were given (defaults left out), in the order given: what a run
@@ -138,17 +138,71 @@ def _given(config: TrainConfig, info: SerializationInfo) -> dict[str, Any]:
 GivenTrainConfig = Annotated[TrainConfig, PlainSerializer(_given)]
 
 
-def settings_error(e: ValidationError, where: str = "", section: tuple[str, ...] = ()
-                   ) -> UsageError:
+def settings_error(e: ValidationError, where: str = "", section: tuple[str, ...] = (),
+                   model: type[BaseModel] | None = None) -> UsageError:
     """A validation's first error on one line, naming the setting by its place in a config
     (`section` is where the validated table sits): "training setting lr: Input should be a
-    finite number", "setting timing.samples: ..." (list positions left out)."""
+    finite number", "setting timing.samples: ..." (list positions left out). An unknown name
+    gets the nearest known one of its table as a hint, found in `model` (the validated model)."""
     err = e.errors()[0]
     names = [str(part) for part in (*section, *err["loc"]) if not isinstance(part, int)]
     kind = "setting"
     if names[:1] == ["train"] and len(names) > 1:
         kind, names = "training setting", names[1:]
-    return UsageError(f"{where}{kind} {'.'.join(names)}: {err['msg']}")
+    message = err["msg"]
+    if err["type"] == "value_error" and "error" in err.get("ctx", {}):
+        message = str(err["ctx"]["error"])  # our own validators' words, without "Value error, "
+    hint = None
+    if err["type"] == "extra_forbidden" and model is not None:
+        hint = nearest_setting(model, err["loc"])
+    return UsageError(f"{where}{kind} {'.'.join(names)}: {message}", hint=hint)
+
+
+def nearest_setting(model: type[BaseModel], loc: tuple[int | str, ...]) -> str | None:
+    """"did you mean 'epochs'?" for the unknown name at the end of `loc` (a path into `model`),
+    or the table's names when none is close; None where the table is not a model."""
+    import difflib
+
+    table = _model_at(model, loc[:-1])
+    if table is None:
+        return None
+    known = list(table.model_fields)
+    close = difflib.get_close_matches(str(loc[-1]), known, n=1, cutoff=0.6)
+    return f"did you mean {close[0]!r}?" if close else f"its settings are: {', '.join(known)}"
+
+
+def _model_at(model: Any, loc: tuple[int | str, ...]) -> type[BaseModel] | None:
+    """The pydantic model that the path `loc` leads to from `model` (through its fields, dict
+    values and list items), or None."""
+    import types
+    from typing import Union, get_args, get_origin
+
+    def unwrap(tp: Any) -> Any:
+        origin = get_origin(tp)
+        if origin is Annotated:
+            return unwrap(get_args(tp)[0])
+        if origin in (Union, types.UnionType):
+            inner = [unwrap(a) for a in get_args(tp) if a is not type(None)]
+            return next((a for a in inner if _is_model(a) or get_origin(a) in (dict, list)),
+                        inner[0] if inner else None)
+        return tp
+
+    current = unwrap(model)
+    for part in loc:
+        if _is_model(current):
+            field = current.model_fields.get(str(part))
+            if field is None:
+                return None
+            current = unwrap(field.annotation)
+        elif get_origin(current) in (dict, list):
+            current = unwrap(get_args(current)[-1])
+        else:
+            return None
+    return current if _is_model(current) else None
+
+
+def _is_model(tp: Any) -> bool:
+    return isinstance(tp, type) and issubclass(tp, BaseModel)
 
 
 def run_config(method: EarlyExitMethod, spec: TaskSpec, backbone: str, train_examples: Any,
