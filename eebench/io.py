@@ -210,11 +210,11 @@ def kind(path: Path) -> str:
     return "not a regular file"
 
 
-def not_a_directory(path: Path) -> str:
-    """Why `path` is no directory, for a message: "missing", "is a file, not a directory", "is a
-    FIFO (named pipe), not a directory"."""
+def not_a_directory(path: Path, of: str = "") -> str:
+    """Why `path` is no directory, for a message: "no such directory", "is a file, not a
+    directory", "is a FIFO (named pipe), not a directory"; `of` (" of submissions") follows."""
     what = kind(path)
-    return what if what == "missing" else f"is {what}, not a directory"
+    return f"no such directory{of}" if what == "missing" else f"is {what}, not a directory{of}"
 
 
 def _open_regular(path: Path, hint: str | None = None):

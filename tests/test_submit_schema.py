@@ -434,7 +434,7 @@ def test_only_regular_files_are_read(tmp_path):
     fifo = tmp_path / "pipe.json"
     os.mkfifo(fifo)  # reading it would block forever
     verdict = validate_file(fifo)
-    assert not verdict.ok and verdict.reason == "not a regular file"
+    assert not verdict.ok and verdict.reason == "is a FIFO (named pipe), not a regular file"
     missing = validate_file(tmp_path / "nope.json")
     assert not missing.ok and "cannot read the file" in missing.reason
 

@@ -25,6 +25,7 @@ if TYPE_CHECKING:
 # the same means over the same numbers, summed in the same order, agree to ~1e-13.
 ELUE_TOLERANCE = 1e-6
 REFERENCES_DIR = "references"  # the default: <the submissions' folder>/../references
+MAX_REFERENCE_BYTES = 10 * 2**20  # a reference of every task is a few kB
 
 
 def _short(text: str, n: int = 60) -> str:
@@ -48,12 +49,18 @@ class References:
 
     @classmethod
     def from_files(cls, paths: list[Path], where: str | None = None) -> References:
-        from eebench.io import sha256_file
+        """Each file a regular file of at most MAX_REFERENCE_BYTES (a FIFO, a device, a link to
+        /dev/zero: one DataError line, never read), hashed and loaded."""
+        import hashlib
+
+        from eebench.io import read_bytes
         from eebench.score.reference import load_reference
 
-        known = tuple(KnownReference(Path(p), sha256_file(Path(p)), load_reference(Path(p)))
-                      for p in paths)
-        return cls(known, where or ", ".join(str(p) for p in paths))
+        known = []
+        for p in map(Path, paths):
+            digest = hashlib.sha256(read_bytes(p, MAX_REFERENCE_BYTES)).hexdigest()
+            known.append(KnownReference(p, digest, load_reference(p)))
+        return cls(tuple(known), where or ", ".join(str(p) for p in paths))
 
     @classmethod
     def from_dir(cls, directory: Path | None) -> References:
@@ -63,7 +70,10 @@ class References:
             return cls((), "no references directory")
         directory = Path(directory)
         if not directory.is_dir():
-            raise DataError(f"{directory}: no such directory of reference curves")
+            from eebench.io import not_a_directory
+
+            raise DataError(f"{directory}: "
+                            f"{not_a_directory(directory, ' of reference curves')}")
         return cls.from_files(sorted(directory.glob("*.json")), str(directory))
 
     def find(self, name: str, sha256: str | None) -> KnownReference:

@@ -35,7 +35,7 @@ from matplotlib import rc_context
 from matplotlib.figure import Figure
 
 from eebench.errors import DataError
-from eebench.io import atomic_write_text
+from eebench.io import atomic_write_text, not_a_directory
 from eebench.measure.quality import PARAM_BUCKETS_M, param_bucket
 from eebench.submit.schema import Submission
 from eebench.submit.validate import References, Verdict, default_references_dir, validate_file
@@ -253,7 +253,8 @@ def check_dir(submissions_dir: Path, references: References | None = None) -> li
     recomputed against `references` (default: the references/ folder next to it, if any)."""
     submissions_dir = Path(submissions_dir)
     if not submissions_dir.is_dir():
-        raise DataError(f"{submissions_dir}: no such directory of submissions")
+        raise DataError(f"{submissions_dir}: "
+                        f"{not_a_directory(submissions_dir, ' of submissions')}")
     if references is None:
         references = References.from_dir(default_references_dir(submissions_dir))
     return [validate_file(p, references=references)

@@ -20,8 +20,6 @@ from __future__ import annotations
 
 import json
 import math
-import os
-import stat
 from collections.abc import Sequence
 from dataclasses import dataclass
 from pathlib import Path
@@ -30,6 +28,7 @@ from typing import TYPE_CHECKING
 from pydantic import ValidationError
 
 from eebench.errors import DataError, EebenchError
+from eebench.io import read_bytes
 from eebench.submit.plausible import check_costs
 from eebench.submit.rescore import (
     ELUE_TOLERANCE,
@@ -69,20 +68,18 @@ class Verdict:
 
 
 def read_limited(path: Path, max_bytes: int = MAX_BYTES) -> bytes:
-    """The file's bytes, refusing anything but a regular file of at most `max_bytes`."""
+    """The file's bytes, refusing anything but a regular file of at most `max_bytes` (a FIFO or
+    a device is never read: eebench.io.read_bytes). The reason does not name the file: the
+    verdict's line does."""
     try:
-        st = os.stat(path)
-    except OSError as e:
-        raise DataError(f"cannot read the file ({e.strerror})") from None
-    if not stat.S_ISREG(st.st_mode):
-        raise DataError("not a regular file")
-    if st.st_size > max_bytes:
-        raise DataError(f"file is {st.st_size:,} bytes, over the {max_bytes:,}-byte limit")
-    with open(path, "rb") as f:
-        data = f.read(max_bytes + 1)  # the file may have grown since stat
-    if len(data) > max_bytes:
-        raise DataError(f"file is over the {max_bytes:,}-byte limit")
-    return data
+        return read_bytes(path, max_bytes)
+    except DataError as e:
+        prefix = f"{path}: "
+        reason = e.message[len(prefix):] if e.message.startswith(prefix) else e.message
+        reason = {"missing": "cannot read the file (no such file)",
+                  "is a directory, not a file": "is a directory, not a regular file"
+                  }.get(reason, reason)
+        raise DataError(reason, hint=e.hint) from None
 
 
 def _refuse_constant(name: str):
