@@ -1,26 +1,5 @@
-"""eebench as a library: the few calls a notebook needs, and what the CLI itself calls.
-
-    from eebench import api
-
-    cfg = api.config(methods=["pabee"], tasks=["rte"], seeds=[1],
-                     train={"max_train_samples": 200, "epochs": 1})
-    done = api.run(cfg, data_dir="../shared/data")     # local; backend="slurm" or "ray" alike
-    frame = api.results(done.run_dirs)                 # the results DataFrame
-    report = api.score(done.run_dirs, reference="leaderboard/references/minilm-l6-static.json")
-    print(report.elue)                                 # ELUE score by method and task
-    api.plot(done.run_dirs, out="figures")
-    sub = api.submission(done.run_dirs, data_dir="../shared/data")
-
-A grid is a BenchConfig (eebench.run.config; `config` builds one from a TOML file and/or keyword
-settings, validated as `eebench run --config` validates it). `run` expands it into validated runs
-(every one checked before any work), groups them into cells (one trained model each) and runs the
-cells on a backend: `local` (this process, one after another), `slurm` or `ray`; finished cells
-are kept, so calling it again resumes. Pairs a method cannot run are skipped, each with its reason
-(`RunResult.skipped`). Nothing here prints unless `say` is given; errors are EebenchErrors with
-a one-line message.
-
-Torch, transformers and pandas are imported inside the calls that need them.
-"""
+"""Running a grid from Python: a config, its runs and cells, and the backend that runs them
+(the calls `eebench run` makes; see eebench.api)."""
 
 from __future__ import annotations
 
@@ -33,19 +12,12 @@ from typing import TYPE_CHECKING, Any
 from eebench.errors import EebenchError, UsageError
 
 if TYPE_CHECKING:
-    import pandas as pd
 
     from eebench.run.backends import BackendOptions, Cell, CellOutcome, PlannedCell
     from eebench.run.config import BenchConfig
     from eebench.run.grid import Grid, Skipped
-    from eebench.score.reference import ReferenceCurves
-    from eebench.score.report import ScoreReport
-    from eebench.submit.schema import Submission
 
 Runs = str | Path | Sequence[str | Path]  # run directories, their parents or glob patterns
-
-__all__ = ["RunResult", "check", "config", "expand", "plan", "plot", "reference", "results",
-           "run", "score", "submission"]
 
 
 def config(path: str | Path | None = None, **settings: Any) -> BenchConfig:
@@ -69,7 +41,7 @@ def expand(cfg: BenchConfig, strict: bool = False) -> Grid:
     return grid
 
 
-def _data_dir(data_dir: str | Path | None) -> Path | None:
+def data_dir_of(data_dir: str | Path | None) -> Path | None:
     """The data directory given, else $EEBENCH_DATA_DIR, else None (the hub)."""
     if data_dir is not None:
         return Path(data_dir)
@@ -91,7 +63,7 @@ def plan(cfg: BenchConfig, data_dir: str | Path | None = None, strict: bool = Fa
     from eebench.run.backends.slurm import records
 
     out = Path(cfg.out).resolve()
-    return plan_cells(_cells(grid or expand(cfg, strict)), out, _data_dir(data_dir),
+    return plan_cells(_cells(grid or expand(cfg, strict)), out, data_dir_of(data_dir),
                       submitted=set(records(out)))
 
 
@@ -138,7 +110,7 @@ def run(cfg: BenchConfig, *, backend: str | BackendOptions = "local",
     check_options(opts)
     grid = grid or expand(cfg, strict)
     cells = _cells(grid)
-    out, data = Path(cfg.out).resolve(), _data_dir(data_dir)
+    out, data = Path(cfg.out).resolve(), data_dir_of(data_dir)
     say = say or (lambda line: None)
     local = opts.backend == "local"
     worker = WorkerOptions(
@@ -154,83 +126,6 @@ def run(cfg: BenchConfig, *, backend: str | BackendOptions = "local",
     extra = {"console": console, "progress": progress, "on_outcome": on_outcome} if local else {}
     outcomes = run_cells(cells, opts, worker, say, **extra)
     return RunResult(grid, cells, outcomes, out)
-
-
-def _loaded(runs: Runs) -> list:
-    from eebench.score import load_runs
-
-    return load_runs([runs] if isinstance(runs, str | Path) else list(runs))
-
-
-def _reference(reference: str | Path | ReferenceCurves | None) -> ReferenceCurves | None:
-    if reference is None or not isinstance(reference, str | Path):
-        return reference
-    from eebench.score import load_reference
-
-    return load_reference(Path(reference))
-
-
-def results(runs: Runs) -> pd.DataFrame:
-    """The results table: a row per operating point per run (columns: eebench.score.table)."""
-    from eebench.score import raw_points, results_frame, run_records
-
-    return results_frame(run_records(raw_points(_loaded(runs))))
-
-
-def reference(runs: Runs, name: str | None = None, out: str | Path | None = None
-              ) -> ReferenceCurves:
-    """Reference curves (the ELUE score's baseline) from `static` runs, as `eebench reference
-    build` makes them; written to `out` when given."""
-    from eebench.score import build_reference, save_reference
-
-    curves = build_reference(_loaded(runs), name)
-    if out is not None:
-        save_reference(curves, Path(out))
-    return curves
-
-
-def score(runs: Runs, reference: str | Path | ReferenceCurves | None = None,
-          extrapolate: str = "clamp") -> ScoreReport:
-    """Seeds averaged, Pareto fronts, hypervolume and (with a reference curve) ELUE scores, as
-    `eebench score` computes them; `report.to_dict()` is its JSON."""
-    from eebench import score as sc
-    from eebench.score.quality import fill_quality
-
-    if extrapolate not in sc.EXTRAPOLATE:
-        raise UsageError(f"unknown extrapolation {extrapolate!r}",
-                         hint=f"choose from: {', '.join(sc.EXTRAPOLATE)}")
-    loaded = _loaded(runs)
-    fill_quality(loaded)
-    raw = sc.raw_points(loaded)
-    sc.check_consistent(raw)
-    return sc.score(sc.aggregate_seeds(raw), _reference(reference), extrapolate)
-
-
-def plot(runs: Runs, out: str | Path, reference: str | Path | ReferenceCurves | None = None,
-         fmt: str = "png", log_flops: bool = False) -> list[Path]:
-    """The figures of `eebench plot` (one file each, and index.md) written to `out`."""
-    import matplotlib
-
-    matplotlib.use("Agg")
-    from eebench.plot import plan_figures, write_figures
-
-    planned = plan_figures(_loaded(runs), _reference(reference), log_flops=log_flops)
-    return write_figures(planned, Path(out), fmt)
-
-
-def submission(runs: Runs, data_dir: str | Path | None = None,
-               reference: str | Path | None = None, name: str | None = None,
-               extrapolate: str = "clamp", out: str | Path | None = None) -> Submission:
-    """A leaderboard submission from one method's runs, validated (ELUE scores recomputed when
-    a reference is given); written to `out` when given."""
-    from eebench.submit.build import build_submission, write_submission
-
-    inputs = [runs] if isinstance(runs, str | Path) else list(runs)
-    sub = build_submission(inputs, _data_dir(data_dir),
-                           Path(reference) if reference is not None else None, name, extrapolate)
-    if out is not None:
-        write_submission(sub, Path(out))
-    return sub
 
 
 def check(result: RunResult) -> None:
