@@ -72,6 +72,9 @@ def fixed_sequence(consistent: np.ndarray, order: Sequence[int], epsilon: float,
     return chosen, tested
 
 
+SEED_MAX = 2**32 - 1  # numpy's seeds
+
+
 def split_halves(n: int, seed: int) -> tuple[np.ndarray, np.ndarray]:
     """A seeded split of n samples into a calibration half (n // 2) and a test half."""
     perm = np.random.default_rng(seed).permutation(n)
@@ -105,6 +108,8 @@ def select(samples: Samples, consistency: float = 0.95, delta: float = 0.05,
         raise UsageError(f"--consistency {consistency:g}: must lie strictly between 0 and 1")
     if not 0 < delta < 1:
         raise UsageError(f"--delta {delta:g}: must lie strictly between 0 and 1")
+    if not 0 <= seed <= SEED_MAX:
+        raise UsageError(f"--seed {seed}: must be in 0..{SEED_MAX}")
     if spec.is_regression:
         raise UsageError(f"{spec.name} is a regression task: consistency compares class "
                          "predictions", hint="select works on classification runs")
