@@ -6,6 +6,9 @@ the command, bound to loopback only, without the dashboard, and stops it at the 
 worker process dies (killed, out of memory, a lost node) is re-run by Ray itself up to
 `--retries` times (`max_retries`); a cell that raises is retried by the driver. At most
 `--max-parallel` cells are in flight at once (default: as many as the cluster's resources allow).
+An address that does not answer within a few seconds is refused before Ray's own retries (which
+last minutes), and a GPU per cell that the local cluster does not have, before any cell waits for
+it (eebench.run.backends.resources).
 """
 
 from __future__ import annotations
@@ -17,6 +20,7 @@ from typing import Any
 from eebench.errors import EebenchError
 from eebench.run.backends.cells import CellOutcome, cell_dir, one_line, run_cell, write_error
 from eebench.run.backends.driver import Engine, Handle, engine_missing
+from eebench.run.backends.resources import check_reachable
 
 # A local cluster: loopback only, no dashboard, workers' logs not echoed. On Linux, Ray turns a
 # node address of 127.0.0.1 into the machine's outward address unless it runs in its
@@ -43,6 +47,7 @@ class RayEngine(Engine):
         if not ray.is_initialized():
             try:
                 if self.opts.ray_address:
+                    check_reachable(self.opts.ray_address)  # seconds, not Ray's minutes
                     ray.init(address=self.opts.ray_address, log_to_driver=False)
                 else:
                     ray.init(**LOCAL_CLUSTER)
@@ -51,9 +56,27 @@ class RayEngine(Engine):
                 raise EebenchError(f"--backend ray: cannot start or reach {where}: "
                                    f"{one_line(e)[:300]}") from None
             self.started = True
+        self._check_gpus()
         self.task = ray.remote(run_cell).options(
             num_cpus=self.opts.cpus_per_job or 1, num_gpus=self.opts.gpus_per_job or 0,
             max_retries=self.opts.retries or 0, retry_exceptions=False)
+
+    def _check_gpus(self) -> None:
+        """A GPU per cell where the cluster has them: a local cluster without enough is refused
+        (its cells would wait for ever); a remote one may add nodes, so it is said, once."""
+        need = self.opts.gpus_per_job or 0
+        if not need:
+            return
+        have = int(self.ray.cluster_resources().get("GPU", 0))
+        if have >= need:
+            return
+        if not self.opts.ray_address:
+            self.close()
+            raise EebenchError(f"--gpus-per-job {need}: the local Ray cluster has {have} GPU(s),"
+                               " so no cell could ever start", hint="run on a machine with "
+                               "GPUs, or leave out --gpus-per-job")
+        self.say(f"ray: the cluster has {have} GPU(s) now; each cell waits for a node with "
+                 f"{need} to join")
 
     def start(self, handles: list[Handle]) -> None:
         """Nothing yet: tasks are submitted as slots free, while waiting."""
