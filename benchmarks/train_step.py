@@ -8,9 +8,12 @@ gradient clipping, AdamW) on real GLUE SST-2 rows, side by side in one run, for:
 - bf16 autocast with the fused AdamW (`--precision bf16`),
 
 each on random batches and on length-grouped batches (`--group-by-length`). Prints the median step
-time of each and its ratio to the first.
+time of each and its ratio to the first. `--settings` and `--batches` pick a subset: on a CPU
+without native bf16 (AVX2 only) a bf16 step takes minutes, so compare fewer steps there, e.g.
 
     python benchmarks/train_step.py --data-dir ../shared/data --threads 1
+    python benchmarks/train_step.py --threads 1 --settings fp32,bf16 --batches random --steps 3
+    python benchmarks/train_step.py --threads 1 --model mpnet-base --settings fp32 --batches random
 """
 
 from __future__ import annotations
@@ -19,11 +22,17 @@ import time
 
 from _common import base_parser, hardware, median
 
+from eebench.measure.env import cpu_bf16, cpu_capability
+
 
 def main() -> None:
     p = base_parser(__doc__.splitlines()[0])
     p.add_argument("--steps", type=int, default=12, help="timed steps per setting")
     p.add_argument("--batch-size", type=int, default=32)
+    p.add_argument("--warmup", type=int, default=2, help="untimed steps first, per setting")
+    p.add_argument("--settings", default="loop,fp32,bf16",
+                   help="comma-separated: loop (fp32, AdamW loop), fp32 and bf16 (fused AdamW)")
+    p.add_argument("--batches", choices=("random", "grouped", "both"), default="both")
     args = p.parse_args()
 
     import torch
@@ -44,15 +53,24 @@ def main() -> None:
     rows = load_split(spec, "train", args.data_dir).take(args.batch_size * 50, seed=0)
     data = encode(rows, load_tokenizer(args.model), args.max_seq_length, spec.is_regression)
 
-    settings = [("fp32, AdamW loop", "fp32", False), ("fp32, fused AdamW", "fp32", True),
-                ("bf16, fused AdamW", "bf16", True)]
-    print(f"{hardware()}; {args.task}, batch {args.batch_size}, max {args.max_seq_length} tokens")
+    known = {"loop": ("fp32, AdamW loop", "fp32", False),
+             "fp32": ("fp32, fused AdamW", "fp32", True),
+             "bf16": ("bf16, fused AdamW", "bf16", True)}
+    wanted = [s.strip() for s in args.settings.split(",") if s.strip()]
+    if not wanted or any(s not in known for s in wanted):
+        p.error(f"--settings: choose from {', '.join(known)}")
+    settings = [known[s] for s in wanted]
+    kinds = {"random": (False,), "grouped": (True,), "both": (False, True)}[args.batches]
+    native = ", ".join(cpu_bf16()) or "no native bf16"
+    print(f"{hardware()}; CPU capability {cpu_capability()} ({native})")
+    print(f"{args.model}, {args.task}, batch {args.batch_size}, max {args.max_seq_length} tokens, "
+          f"median of {args.steps} steps after {args.warmup} warm-up")
     print(f"{'setting':<22} {'batches':<9} {'median s/step':>14} {'ratio':>7}")
     base = None
-    for grouped in (False, True):
+    for grouped in kinds:
         batches = epoch_batches(data.lengths, args.batch_size, seed=0, epoch=0,
-                                group_by_length=grouped)[:args.steps + 2]
-        tokens = sum(len(b) * max(data.lengths[i] for i in b) for b in batches[2:])
+                                group_by_length=grouped)[:args.steps + args.warmup]
+        tokens = sum(len(b) * max(data.lengths[i] for i in b) for b in batches[args.warmup:])
         for name, precision, fused in settings:
             torch.manual_seed(0)
             model = build_model(args.model, method, spec.num_labels)
@@ -72,13 +90,14 @@ def main() -> None:
                 torch.nn.utils.clip_grad_norm_(params, 1.0)
                 opt.step()
                 opt.zero_grad(set_to_none=True)
-                if i >= 2:  # two warm-up steps
+                if i >= args.warmup:
                     times.append(time.perf_counter() - t0)
             m = median(times)
             base = base or m
             label = "grouped" if grouped else "random"
             print(f"{name:<22} {label:<9} {m:>14.3f} {base / m:>6.2f}x"
-                  f"   ({tokens / len(times):.0f} padded tokens per batch)")
+                  f"   ({tokens / len(times):.0f} padded tokens per batch; "
+                  f"steps {', '.join(f'{t:.2f}' for t in times)} s)", flush=True)
 
 
 if __name__ == "__main__":

@@ -142,7 +142,9 @@ def test_flags_merge_into_a_config_table_by_table(tmp_path):
         merge(config, {"sweeps": {"pabee": [1.0, float("nan")]}})
 
 
-def test_a_run_records_the_training_settings_given_and_filled_in():
+def test_a_run_records_the_training_settings_given_and_filled_in(monkeypatch):
+    monkeypatch.setattr("eebench.measure.env.cpu_flags", frozenset)  # no native bf16: fp32,
+    monkeypatch.setattr("torch.cuda.is_available", lambda: False)  # which is not recorded
     runs = expand(merge(BenchConfig(), {"methods": ["pabee"], "tasks": ["stsb"],
                                         "seeds": [3], "train": {"epochs": 1},
                                         "sweeps": {"pabee": [1.0]}})).runs
@@ -169,7 +171,7 @@ def test_sweep_values_are_checked_before_anything_trains():
     ("[train]\nstage_overrides = { off-ramps = { batch_size = 4 } }\n",
      "training setting stage_overrides.off-ramps.batch_size: Extra inputs"),
     ("[tasks_settings.rte]\ntrain = { precision = \"fp16\" }\n",
-     "setting tasks_settings.rte.train.precision: Input should be 'fp32' or 'bf16'"),
+     "setting tasks_settings.rte.train.precision: Input should be 'auto', 'fp32' or 'bf16'"),
     ("seeds = [1, -1]\n", "setting seeds: Input should be greater than or equal to 0"),
 ])
 def test_a_bad_config_file_is_one_line(tmp_path, text, message):

@@ -91,8 +91,9 @@ def train_command(
     max_seq_length: Annotated[int, typer.Option("--max-seq-length")] = D.max_seq_length,
     seed: Annotated[int, typer.Option("--seed")] = D.seed,
     precision: Annotated[str, typer.Option(
-        "--precision", help="fp32, or bf16 (forward passes under bfloat16 autocast; about twice "
-        "as fast on CPUs with AMX and on recent GPUs).")] = D.precision,
+        "--precision", help="auto (bf16 where the device has it natively: a CUDA GPU of compute "
+        "capability 8.0+, a CPU with AMX or AVX-512 BF16; else fp32), fp32, or bf16 (forward "
+        "passes under bfloat16 autocast).")] = "auto",
     group_by_length: Annotated[bool, typer.Option(
         "--group-by-length", help="Batch training rows of similar length (less padding).")
     ] = D.group_by_length,
@@ -201,6 +202,7 @@ def train_process(method: str, settings: dict[str, Any], task: str, model: str, 
 def _run(method, spec, model: str, pooling: str, data_dir: Path | None, cfg: TrainConfig,
          out: Path, overwrite: bool, processes: int = 1) -> dict[str, Any]:
     """Train one model; print its summary and return what `--json` shows of it."""
+    from eebench.measure.env import cpu_features
     from eebench.tasks.loaders import load_split
     from eebench.train import distributed
     from eebench.train.checkpoint import read_state
@@ -212,7 +214,8 @@ def _run(method, spec, model: str, pooling: str, data_dir: Path | None, cfg: Tra
     n_train = min(len(train_examples), cfg.max_train_samples or len(train_examples))
     if main:
         err_console.print(f"[bold]{method.name}[/] on [bold]{spec.title}[/]: {n_train} train / "
-                          f"{len(dev_examples)} dev examples, model {model} ({pooling} pooling)"
+                          f"{len(dev_examples)} dev examples, model {model} ({pooling} pooling), "
+                          f"{cfg.precision} (CPU {cpu_features()})"
                           + (f", {processes} processes" if processes > 1 else ""))
     start = time.perf_counter()
     if processes > 1:
@@ -236,6 +239,7 @@ def _run(method, spec, model: str, pooling: str, data_dir: Path | None, cfg: Tra
         "task": spec.name, "finished": bool(state and state.finished),
         "global_step": state.global_step if state else 0,
         "processes": max(processes, distributed.launched_processes()),
+        "precision": cfg.precision, "cpu_capability": cpu_features(),
         "seconds": round(seconds, 3),
         "main_metric": spec.main_metric,
         "dev": [{"exit": e["exit"], "layer": e["layer"], **e["metrics"]} for e in exits],

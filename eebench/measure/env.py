@@ -76,6 +76,67 @@ def gpu_info() -> dict[str, Any] | None:
     }
 
 
+# /proc/cpuinfo flags of CPUs that multiply bfloat16 natively (AMX tiles, AVX-512 BF16 dot products)
+NATIVE_BF16_FLAGS = ("amx_bf16", "avx512_bf16")
+
+
+def cpu_flags() -> frozenset[str]:
+    """The CPU's feature flags from /proc/cpuinfo (Linux; empty elsewhere)."""
+    try:
+        with open("/proc/cpuinfo", encoding="utf-8") as f:
+            for line in f:
+                if line.startswith("flags"):
+                    return frozenset(line.split(":", 1)[1].split())
+    except OSError:
+        pass
+    return frozenset()
+
+
+def cpu_bf16() -> list[str]:
+    """The CPU's native bfloat16 features (empty: none, bf16 matrix products are emulated)."""
+    flags = cpu_flags()
+    return [f for f in NATIVE_BF16_FLAGS if f in flags]
+
+
+def cpu_capability() -> str:
+    """The vector instructions torch's CPU kernels use: "AVX2", "AVX512", "NO AVX", ..."""
+    import torch
+
+    return str(torch.backends.cpu.get_cpu_capability())
+
+
+def cpu_features() -> str:
+    """torch's CPU capability and the CPU's native bf16 features, in words: "AVX2",
+    "AVX512 + amx_bf16, avx512_bf16"."""
+    native = cpu_bf16()
+    return cpu_capability() + (f" + {', '.join(native)}" if native else "")
+
+
+def cuda_bf16(device: Any = None) -> bool:
+    """Whether the CUDA device (the current one by default) multiplies bfloat16 natively: compute
+    capability 8.0 or later (A100, H100, RTX 30xx on), or ROCm; emulation does not count."""
+    import torch
+
+    if not torch.cuda.is_available():
+        return False
+    if torch.version.hip:
+        return True
+    index = torch.cuda.current_device() if device is None else torch.device(device)
+    return torch.cuda.get_device_properties(index).major >= 8
+
+
+def bf16_hardware() -> dict[str, Any]:
+    """What a precision of `auto` reads (eebench.train.precision): torch's CPU capability, the
+    CPU's native bf16 flags and, with CUDA, whether the GPU has native bf16 (None without)."""
+    import torch
+
+    return {
+        "cpu_capability": cpu_capability(),
+        "cpu_bf16": cpu_bf16(),
+        "cuda_bf16": cuda_bf16() if torch.cuda.is_available() else None,
+    }
+
+
 def git_state(source: Path | None = None) -> dict[str, Any] | None:
     """Commit of the eebench source tree (and whether it has local changes); None outside git.
 
@@ -96,8 +157,10 @@ def git_state(source: Path | None = None) -> dict[str, Any] | None:
     return {"commit": commit, "dirty": bool(status)}
 
 
-def environment() -> dict[str, Any]:
-    """Everything that explains a timing: JSON-serialisable, written as env.json per run."""
+def environment(training_precision: str | None = None) -> dict[str, Any]:
+    """Everything that explains a timing: JSON-serialisable, written as env.json per run.
+    `training_precision` is the precision the run's models trained in ("fp32" or "bf16", as
+    resolved), recorded beside the hardware a precision of `auto` is resolved from."""
     import torch
 
     return {
@@ -106,6 +169,8 @@ def environment() -> dict[str, Any]:
         "cpu_cores": os.cpu_count(),
         "cpu_cores_usable": usable_cores(),
         "torch_threads": torch.get_num_threads(),
+        **bf16_hardware(),
+        **({"training_precision": training_precision} if training_precision else {}),
         "gpu": gpu_info(),
         "python": sys.version.split()[0],
         "packages": package_versions(),

@@ -148,8 +148,10 @@ class BenchConfig(BaseModel):
 
     def training(self, task: TaskSpec, seed: int) -> TrainConfig:
         """One run's training settings: the task's budget, the run's seed and length, the
-        backbone's own learning rate where none is given, and for a regression task the heads'
-        initial bias. What is filled in here is recorded, so the run's name changes with it."""
+        backbone's own learning rate where none is given, for a regression task the heads'
+        initial bias, and the precision resolved ("auto" where none is given: bf16 on hardware
+        with native bf16, else fp32; `TrainConfig.with_precision`). What is filled in here is
+        recorded, so the run's name changes with it."""
         from eebench.models.backbones import recommended_lr
 
         budget = self.for_task(task.name)
@@ -158,7 +160,8 @@ class BenchConfig(BaseModel):
             train["lr"] = lr
         if task.is_regression:
             train.setdefault("regression_bias_init", budget.train.regression_bias_init)
-        return TrainConfig.parse(train)
+        train.setdefault("precision", "auto")
+        return TrainConfig.parse(train).with_precision()
 
 
 def merge(config: BenchConfig, overrides: dict[str, Any]) -> BenchConfig:

@@ -133,7 +133,7 @@ def _execute(cfgs: list[R.RunConfig], opts: RunOptions, run_dirs: list[Path]) ->
         raise ValueError("execute_group: the runs do not share a model and a split")
     spec = get_task(cfg.task)  # evaluated
     trained = get_task(cfg.trained_on)  # the same task, or another one's (--eval-task)
-    env = environment()
+    env = environment(cfg.train.precision)  # the precision it trains in, with the hardware
     for c, run_dir in zip(cfgs, run_dirs, strict=True):
         write_json(run_dir / R.CONFIG_FILE, c)
         write_json(run_dir / R.ENV_FILE, env)

@@ -75,8 +75,12 @@ class TrainConfig(_Settings):
     max_train_samples: int | None = Field(None, ge=1)  # a seeded subset of the training split
     seed: Seed = 42
     # "bf16": forward passes under bfloat16 autocast (weights, gradients and optimizer stay in
-    # float32); about twice as fast on CPUs with AMX/AVX-512-BF16 and on recent GPUs.
-    precision: Literal["fp32", "bf16"] = "fp32"
+    # float32); about twice as fast on CPUs with AMX/AVX-512-BF16 and on recent GPUs, several
+    # times slower elsewhere. "auto": bf16 where the device has it natively, else fp32
+    # (eebench.train.precision), resolved by `with_precision` before anything is named. "auto"
+    # is what a run gets when its settings give none (BenchConfig.training); a TrainConfig built
+    # in code trains in fp32 unless told, on every machine alike.
+    precision: Literal["auto", "fp32", "bf16"] = "fp32"
     group_by_length: bool = False  # batch rows of similar length together (less padding)
     # Regression heads start with their bias at the training labels' mean ("label_mean") or at 0
     # ("zero"). From 0, heads that share a pooler (PABEE) can stay at the mean prediction.
@@ -122,6 +126,19 @@ class TrainConfig(_Settings):
         data["stage_overrides"] = {name: over.model_dump(exclude_none=True)
                                    for name, over in self.stage_overrides.items()}
         return data
+
+    def with_precision(self) -> TrainConfig:
+        """This config with the precision it trains in: "auto" resolved on this machine for its
+        device. fp32 is then left unrecorded (`given` leaves it out; it is what a run that records
+        no precision trained in) and bf16 recorded, however each was asked for: two runs that
+        train alike share a name, and a run resolved to bf16 never shares one with an fp32 run."""
+        from eebench.train.precision import UNRECORDED, resolve
+
+        value = resolve(self.precision, self.device)
+        out = self.model_copy(update={"precision": value})  # `update` marks it given
+        if value == UNRECORDED:
+            out.__pydantic_fields_set__.discard("precision")
+        return out
 
     def for_stage(self, stage: str, heads_only: bool) -> TrainConfig:
         """This config with the stage's overrides applied (heads_lr for a heads-only stage)."""

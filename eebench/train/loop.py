@@ -98,6 +98,7 @@ def train(method: EarlyExitMethod, task_spec: TaskSpec, backbone: str, train_exa
     from eebench.models.backbones import resolve_pooling
 
     pooling = resolve_pooling(backbone, pooling)
+    cfg = cfg.with_precision()  # "auto" resolved before the checkpoint is named
     method.check_task(task_spec)
     if train_examples.labels is None:
         raise DataError(f"{task_spec.name}: the training split has no labels")
