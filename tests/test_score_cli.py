@@ -180,12 +180,36 @@ def test_score_without_reference_prints_fronts(runs: Path, tmp_path: Path):
     out_csv = tmp_path / "points.csv"
     result = invoke("score", runs, "--csv", out_csv)
     assert result.exit_code == 0, result.stderr
-    assert result.stdout == ""  # tables go to stderr
-    assert "Pareto front: rte" in result.stderr
+    assert "Pareto front: rte" in result.stdout  # tables go to stdout (`| less` shows them)
+    assert result.stderr == f"wrote {out_csv}\n"  # notes to stderr
     rows = list(csv.DictReader(out_csv.open()))
     assert len(rows) == 6 + 3  # seeds averaged: 6 static k, 3 pabee thresholds
     assert {r["method"] for r in rows} == {"static", "pabee"}
     assert all(r["elue_delta"] == "" for r in rows)
+
+
+def test_tables_go_to_stdout_and_json_alone_with_json(runs: Path, tmp_path: Path):
+    ref = build_ref(runs, tmp_path / "ref.json")
+    tables = invoke("score", runs, "--reference", ref)
+    assert tables.exit_code == 0, tables.stderr
+    assert tables.stderr == ""
+    assert "ELUE score (points above" in tables.stdout
+    assert "\n4 run directories, 9 operating points, 1 tasks\n" in tables.stdout
+    as_json = invoke("score", runs, "--reference", ref, "--json")
+    assert as_json.exit_code == 0, as_json.stderr
+    assert json.loads(as_json.stdout)["overall"]["static"] == 0.0  # the JSON alone
+    assert as_json.stderr == tables.stdout  # the same tables, out of the JSON's way
+
+
+def test_reference_build_tables_go_to_stdout(runs: Path, tmp_path: Path):
+    out = tmp_path / "ref.json"
+    result = invoke("reference", "build", runs / "minilm-l6" / "static", "--out", out)
+    assert result.exit_code == 0, result.stderr
+    assert "minilm-l6-static: rte (accuracy, dev)" in result.stdout
+    assert result.stderr == f"wrote {out} (1 tasks, 2 runs)\n"
+    as_json = invoke("reference", "build", runs / "minilm-l6" / "static", "--out", out, "--json")
+    assert json.loads(as_json.stdout) == json.loads(out.read_text())
+    assert "minilm-l6-static: rte" in as_json.stderr
 
 
 def test_score_csv_keeps_its_columns(runs: Path, tmp_path: Path):

@@ -1,23 +1,35 @@
 """`eebench score` and `eebench reference build`: read run directories, print fronts and scores.
 
-Tables go to stderr, `--json` to stdout alone. Everything a user can get wrong (an empty
-directory, mixed FLOPs conventions, a reference without the task, a NaN metric) is one line and
-exit code 1, raised by eebench.score and printed at the CLI boundary.
+Tables go to stdout (`eebench score ... | less`); with `--json` stdout holds the JSON alone and
+the tables go to stderr. Notes (`wrote ...`) go to stderr. Everything is computed before anything
+is printed: everything a user can get wrong (an empty directory, mixed FLOPs conventions, a
+reference without the task, a NaN metric) is one line on stderr, nothing on stdout, and exit
+code 1, raised by eebench.score and printed at the CLI boundary.
 """
 
 from __future__ import annotations
 
 import math
+import sys
 from enum import Enum
 from pathlib import Path
 from typing import Annotated
 
 import typer
+from rich.console import Console
 
 from eebench.cli.app import app, make_app
 from eebench.cli.common import err_console, out_file, print_json
 from eebench.errors import UsageError, os_error
 from eebench.io import atomic_write_text
+
+# The tables, on stdout: unwrapped (160 columns) in a file or a pipe, like err_console's.
+out_console = Console(width=None if sys.stdout.isatty() else 160)
+
+
+def _tables_console(json_out: bool) -> Console:
+    """Where the tables go: stdout, or stderr when stdout holds the --json output."""
+    return err_console if json_out else out_console
 
 
 class Extrapolate(str, Enum):
@@ -104,15 +116,16 @@ def score_command(
         sc.compare_methods(points, compare[0], compare[1], n_resamples=n_resamples, seed=seed)
         if compare else []
     )
-    if csv_path is not None:  # before the tables: a file that cannot be written is one line
-        _write_csv(report, csv_path)
-    _print_report(report, len(loaded), by_seed or {})
     run_quality = sq.run_qualities(raw)
     budget_rows = sq.budget_table(raw, percents)
     buckets = sq.param_buckets(raw)
-    _print_quality(report, run_quality, budget_rows, percents, buckets)
+    if csv_path is not None:  # before the tables: a file that cannot be written is one line
+        _write_csv(report, csv_path)
+    console = _tables_console(json_out)
+    _print_report(console, report, len(loaded), by_seed or {})
+    _print_quality(console, report, run_quality, budget_rows, percents, buckets)
     if comparisons:
-        _print_comparisons(comparisons, compare)
+        _print_comparisons(console, comparisons, compare)
     if csv_path is not None:
         err_console.print(f"wrote {csv_path}")
     if json_out:
@@ -142,7 +155,8 @@ def _q_cell(p, name: str) -> str:
     return f"{mean:.{digits}f}" + (f" ± {std:.{digits}f}" if n > 1 else "")
 
 
-def _print_quality(report, run_quality, budget_rows, percents, buckets) -> None:
+def _print_quality(console: Console, report, run_quality, budget_rows, percents, buckets
+                   ) -> None:
     """Quality of each front point, per-run quality, the budgets and the parameter buckets."""
     from rich.table import Table
 
@@ -158,7 +172,7 @@ def _print_quality(report, run_quality, budget_rows, percents, buckets) -> None:
         for p in rows:
             table.add_row(p.label, f"{p.sweep_param}={p.sweep_value:g}", _fmt(p.mflops, 1),
                           *(_q_cell(p, q) for q in QUALITY_HEADS))
-        err_console.print(table)
+        console.print(table)
     if run_quality:
         table = Table(title="Per run: each exit's accuracy on its own, overthinking (an earlier "
                             "exit right, the last wrong) and its mirror (seed mean ± std)")
@@ -170,7 +184,7 @@ def _print_quality(report, run_quality, budget_rows, percents, buckets) -> None:
                                                                  strict=True))
             table.add_row(m.task, m.label, acc, _pm(*m.overthinking, len(m.seeds)),
                           _pm(*m.underthinking, len(m.seeds)))
-        err_console.print(table)
+        console.print(table)
     table = Table(title="Main metric at fixed FLOPs budgets (% of the full model's FLOPs; best "
                         "point within the budget, seed mean ± std)")
     table.add_column("task")
@@ -183,13 +197,13 @@ def _print_quality(report, run_quality, budget_rows, percents, buckets) -> None:
             "-" if b.main is None else _pm(b.main, b.main_std, b.seeds))
     for (task, label), by_pct in cells.items():
         table.add_row(task, label, *(by_pct.get(float(pct), "-") for pct in percents))
-    err_console.print(table)
+    console.print(table)
     table = Table(title="ELUE parameter buckets")
     for name in ("method", "parameters (M)", "bucket"):
         table.add_column(name)
     for label, (n, bucket) in buckets.items():
         table.add_row(label, f"{n / 1e6:.1f}", bucket)
-    err_console.print(table)
+    console.print(table)
 
 
 def _quality_dict(report, run_quality) -> dict:
@@ -219,7 +233,7 @@ def _elue_cell(value: float | None, per_seed: dict[int, float]) -> str:
     return text
 
 
-def _print_report(report, n_runs: int, by_seed: dict) -> None:
+def _print_report(console: Console, report, n_runs: int, by_seed: dict) -> None:
     from rich.table import Table
 
     tasks = list(report.tasks)
@@ -237,7 +251,7 @@ def _print_report(report, n_runs: int, by_seed: dict) -> None:
                                                 by_seed.get(r.label, {}).get(t, {}))
                                      for t in tasks),
                           _fmt(r.overall, signed=True), _fmt(r.mean_rank, 1))
-        err_console.print(table)
+        console.print(table)
     else:
         table = Table(title="Hypervolume of each method's front (normalised; no --reference, "
                             "so no ELUE score)")
@@ -247,7 +261,7 @@ def _print_report(report, n_runs: int, by_seed: dict) -> None:
         for label in sorted({p.label for t in report.tasks.values() for p in t.points}):
             table.add_row(label, *(_fmt(m.hypervolume, 3) if (m := report.tasks[t].methods.get(
                 label)) else "-" for t in tasks))
-        err_console.print(table)
+        console.print(table)
     for t in report.tasks.values():
         front = Table(title=f"Pareto front: {t.task} ({t.main_metric}, {t.split})")
         for name in ("method", "sweep", "MFLOPs", t.main_metric, "seeds"):
@@ -268,9 +282,9 @@ def _print_report(report, n_runs: int, by_seed: dict) -> None:
             f"AUC {t.auc:.3f} from ({ref.flops / 1e6:.1f} MFLOPs: {ref.flops_source}, "
             f"{ref.metric:.2f}: {ref.metric_source})"
         )
-        err_console.print(front)
+        console.print(front)
     n_points = sum(len(t.points) for t in report.tasks.values())
-    err_console.print(f"{n_runs} run directories, {n_points} operating points, {len(tasks)} tasks")
+    console.print(f"{n_runs} run directories, {n_points} operating points, {len(tasks)} tasks")
 
 
 def _comparison_dict(c) -> dict:
@@ -293,7 +307,7 @@ def _where(p) -> str:
     return f"{p.sweep_param}={p.sweep_value:g} ({p.mflops:.1f})"
 
 
-def _print_comparisons(comparisons, names: tuple[str, str]) -> None:
+def _print_comparisons(console: Console, comparisons, names: tuple[str, str]) -> None:
     from rich.table import Table
 
     a, b = names
@@ -306,7 +320,7 @@ def _print_comparisons(comparisons, names: tuple[str, str]) -> None:
         pb = "" if c.b is None else _where(c.b)
         table.add_row(c.task, pa, pb, c.statistic, f"{r.difference:+.3f}",
                       f"[{r.ci_low:+.3f}, {r.ci_high:+.3f}]", f"{r.p_value:.4f}")
-    err_console.print(table)
+    console.print(table)
 
 
 def _write_csv(report, path: Path) -> None:
@@ -345,7 +359,7 @@ def reference_build(
         for p in curve.points:
             table.add_row(str(p.layers), _fmt(p.mflops, 1), _pm(p.main, p.main_std, len(p.seeds)),
                           str(len(p.seeds)))
-        err_console.print(table)
+        _tables_console(json_out).print(table)
     err_console.print(f"wrote {out} ({len(ref.tasks)} tasks, {len(ref.provenance.runs)} runs)")
     if json_out:
         print_json(ref.model_dump(mode="json"))

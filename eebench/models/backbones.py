@@ -250,6 +250,27 @@ def default_pooling(name: str) -> str:
     return "mean" if isinstance(config, dict) and config.get("pooling_mode_mean_tokens") else "cls"
 
 
+# The depth of well-known hub models, so that a grid on one of them (benchmarks/literature/) is
+# listed and checked (`eebench run --dry-run`) without downloading its config: a hub id names
+# one fixed checkpoint. Any other hub id is read from the hub or its local cache.
+HUB_DEPTHS: dict[str, int] = {
+    "bert-base-uncased": 12, "bert-base-cased": 12, "bert-large-uncased": 24,
+    "google-bert/bert-base-uncased": 12, "google-bert/bert-base-cased": 12,
+    "roberta-base": 12, "roberta-large": 24, "FacebookAI/roberta-base": 12,
+    "albert-base-v2": 12, "albert-large-v2": 24, "albert/albert-base-v2": 12,
+    "distilbert-base-uncased": 6, "distilbert/distilbert-base-uncased": 6,
+    "fnlp/elasticbert-base": 12, "fnlp/elasticbert-large": 24,
+}
+
+
+def known_depth(name: str) -> int | None:
+    """The layer count of a registered backbone or hub id listed in HUB_DEPTHS (nothing is
+    loaded); None for any other model."""
+    if name in BACKBONES:
+        name = BACKBONES.get(name).locate()
+    return HUB_DEPTHS.get(name)
+
+
 def recommended_lr(name: str) -> float | None:
     """The registered backbone's own peak learning rate; None for others (and local directories
     or hub ids), which train at TrainConfig's default."""
