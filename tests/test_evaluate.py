@@ -18,7 +18,7 @@ from tests import tiny
 
 # methods whose one model sweeps an exit rule (static trains a model per sweep value; a cascade
 # chains several models: tests/test_cascade.py)
-DYNAMIC = [name for name in METHODS.names() if len(get_method(name).variants([1.0, 2.0])) == 1
+DYNAMIC = [name for name in METHODS.builtin() if len(get_method(name).variants([1.0, 2.0])) == 1
            and not get_method(name).combines]
 
 

@@ -63,7 +63,7 @@ def _row(table, kind: str, index: int) -> np.ndarray:
 
 
 @pytest.fixture(scope="module",
-                params=[(m, p) for m in sorted(METHODS.names()) for p in POOLINGS],
+                params=[(m, p) for m in sorted(METHODS.builtin()) for p in POOLINGS],
                 ids=lambda mp: "-".join(mp))
 def method_model(request):
     method, pooling = request.param
@@ -72,7 +72,7 @@ def method_model(request):
 
 
 def test_the_built_in_methods_are_covered():
-    assert {"static", "deebert", "pabee"} <= set(METHODS.names())
+    assert {"static", "deebert", "pabee"} <= set(METHODS.builtin())
 
 
 @pytest.mark.parametrize("convention", sorted(CONVENTIONS))

@@ -24,7 +24,7 @@ from eebench.models.multi_exit import MultiExitModel, build_model, pool_tokens
 from eebench.train.checkpoint import rebuild_model
 from tests.tiny import save_tiny_backbone, tiny_model, tokenizer
 
-ALL_METHODS = METHODS.names()
+ALL_METHODS = METHODS.builtin()  # eebench's own: plugins test themselves
 SENTENCES = ["a charming and often affecting journey .",
              "unflinchingly bleak and desperate , with a long and winding second half that drags"]
 

@@ -134,7 +134,12 @@ def _count(model, seq_len: int, convention: str, prefix: str = "") -> list[dict]
     pieces = [("embeddings", model.embed, (ids, ones, torch.zeros_like(ones)))]
     pieces += [(f"layer {i + 1}", *layer_piece(model, i, hidden, inputs))
                for i in range(model.num_layers)]
-    pieces += [(f"exit head {j} (after layer {k})", lambda h, m, j=j: model.head(j, h, m),
+    # a head that reads the previous exit's state is counted with the state it gets in a run
+    stateful = getattr(model, "stateful", False)
+    previous = model.previous_states(hidden, ones) if stateful else None
+    pieces += [(f"exit head {j} (after layer {k})",
+                (lambda h, m, j=j: model.head(j, h, m, previous[j])) if stateful else
+                (lambda h, m, j=j: model.head(j, h, m)),
                 (hidden, ones)) for j, k in enumerate(model.exit_layers)]
     rows = []
     for name, fn, args in pieces:

@@ -39,14 +39,13 @@ def rules(as_json: bool = JsonOption) -> None:
     """List the exit rules: what each reads, what it needs of a model, its sweep parameter. Any
     rule sweeps on any trained model that gives what it needs: eebench run --rule."""
     from eebench.methods.base import METHODS, get_method
-    from eebench.rules.catalog import NEEDS, RULES, get_rule
+    from eebench.rules.catalog import RULES, all_needs, get_rule
 
     methods = [get_method(name) for name in METHODS.names()]
     rows = []
     for name in RULES.names():
         row = get_rule(name).describe()
         row["default_for"] = [m.name for m in methods if m.rule == row["name"]]
-        row["needs_described"] = {n: NEEDS.get(n, n) for n in row["needs"]}
         rows.append(row)
     if as_json:
         print_json(rows)
@@ -61,7 +60,7 @@ def rules(as_json: bool = JsonOption) -> None:
         table.add_row(r["name"], r["sweep_param"], ", ".join(r["needs"]) or "—",
                       ", ".join(r["default_for"]) or "—", r["description"])
     err_console.print(table)
-    err_console.print("[dim]needs: " + "; ".join(f"{k} = {v}" for k, v in NEEDS.items()))
+    err_console.print("[dim]needs: " + "; ".join(f"{k} = {v}" for k, v in all_needs().items()))
     err_console.print("[dim]sweep one on a method's model: eebench run --method pabee "
                       "--rule entropy ...; docs/methods.md")
 

@@ -191,14 +191,25 @@ def build_cost_table(model: nn.Module, max_len: int, convention: str = DEFAULT_C
     def layer_call(i: int, n: int) -> tuple[Callable[..., Any], tuple]:
         return layer_piece(model, i, *embedded_at(n))
 
+    previous: dict[int, list] = {}  # n -> the state each head reads (None where none reads one)
+
+    def head_call(j: int, n: int) -> tuple[Callable[..., Any], tuple]:
+        """Head j on the hidden states and the 2-D mask; a head that reads the previous exit's
+        state gets the one it gets in a run (computed outside the count)."""
+        hidden, mask = embedded_at(n)[0], embed_inputs(n)[1]
+        if not getattr(model, "stateful", False):
+            return (lambda h, m: model.head(j, h, m)), (hidden, mask)
+        if n not in previous:
+            previous[n] = model.previous_states(hidden, mask)
+        return (lambda h, m, p=previous[n][j]: model.head(j, h, m, p)), (hidden, mask)
+
     # (structure, n -> (function, inputs)) for the embeddings, every layer, every exit head
     pieces: list[tuple[tuple, Callable[[int], tuple[Callable[..., Any], tuple]]]] = [
         (_signature("embed", model.embeddings), lambda n: (model.embed, embed_inputs(n)))]
     pieces += [(_signature("layer", mod), lambda n, i=i: layer_call(i, n))
                for i, mod in enumerate(model.layers)]
-    pieces += [(_signature("head", mod), lambda n, j=j: (
-        (lambda h, m: model.head(j, h, m)), (embedded_at(n)[0], embed_inputs(n)[1])))
-        for j, mod in enumerate(model.heads)]  # a head reads the hidden states and the 2-D mask
+    pieces += [(_signature("head", mod), lambda n, j=j: head_call(j, n))
+               for j, mod in enumerate(model.heads)]
 
     shared: dict[tuple, tuple[np.ndarray, Callable[[int], Fraction]]] = {}
     rows, all_fitted = [], True

@@ -1,1 +1,31 @@
-"""Early-exit training schemes, one file each, registered lazily in eebench.methods.base."""
+"""Early-exit training schemes, one file each, registered lazily in eebench.methods.base.
+
+What a method (built in or a plugin's) is written with, importable from here; `ExitHeads` (the
+heads a method puts on the model) comes from eebench.models.multi_exit, which imports torch, so
+it is loaded on first use: `import eebench.methods` stays light.
+"""
+
+from eebench.methods.base import (
+    JOINT,
+    METHODS,
+    EarlyExitMethod,
+    MethodSettings,
+    Stage,
+    Variant,
+    exit_loss,
+    get_method,
+    register_method,
+)
+
+__all__ = ["JOINT", "METHODS", "EarlyExitMethod", "ExitHead", "ExitHeads", "MethodSettings",
+           "Stage", "Variant", "exit_loss", "get_method", "register_method"]
+
+_FROM_MODELS = {"ExitHead", "ExitHeads"}  # eebench.models.multi_exit (torch): loaded when used
+
+
+def __getattr__(name):
+    if name in _FROM_MODELS:
+        from eebench.models import multi_exit
+
+        return getattr(multi_exit, name)
+    raise AttributeError(f"module 'eebench.methods' has no attribute {name!r}")

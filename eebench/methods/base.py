@@ -35,6 +35,13 @@ class Stage:
     # end), or a slice (e.g. slice(None, -1): every exit but the last). A stage is written
     # before the number of exits is known; `exit_indices` resolves it.
     exits: tuple[int, ...] | slice | None = None
+    # The stage's own peak learning rate (e.g. PALBERT's lambda layers); None: the run's (or
+    # heads_lr where the stage trains heads alone). A `--stage NAME.lr=...` override beats it.
+    lr: float | None = None
+
+    def __post_init__(self) -> None:
+        if self.lr is not None and not (isinstance(self.lr, (int, float)) and 0 < self.lr < 1e3):
+            raise ValueError(f"stage {self.name!r}: lr must be a positive number, got {self.lr!r}")
 
     def exit_indices(self, num_exits: int) -> list[int]:
         """The 0-based exit indices of this stage for a model with `num_exits` exits."""

@@ -8,6 +8,14 @@ Everything downstream uses this one small contract:
   time, so real dynamic inference can stop a sample early and drop it from the batch;
 - the FLOP counter costs `embeddings`, each of `layers` and each of `heads` on its own.
 
+A head may read the previous exit's state (PALBERT's halting probability at exit j reads exits j
+and j-1): its class sets `reads_previous = True`, and it is called `head(hidden, attention_mask,
+previous)` and returns `(outputs, state)`, where `previous` is the state the previous exit's head
+returned (None at exit 0, and after a head that keeps none). A state is a tensor, or a dict or
+tuple of tensors, each [B, ...] with the batch first and no token dimension: real dynamic
+inference drops the rows of exited samples from it as it drops them from the batch. Every other
+head is called `head(hidden, attention_mask)` and returns its outputs, as before.
+
 `embed` returns the hidden states and the per-batch `LayerInputs` every layer reads (its family
 says which: eebench.models.families): the attention mask, built here (additive float [B, 1, 1, T]:
 0 for tokens, the dtype's minimum for padding), which both the eager and the SDPA attention of
@@ -45,7 +53,12 @@ ATTN_IMPLEMENTATIONS = ("eager", "sdpa")  # eager: what the FLOP counter traces;
 MODEL_CONFIG_VERSION = 2  # 2: records the heads' pooling (version 1 pooled [CLS])
 
 __all__ = ["ExitHead", "ExitHeads", "ExitPooler", "HeadBuilder", "LayerInputs", "MultiExitModel",
-           "Route", "assemble", "build_model", "pool_tokens", "split_outputs"]
+           "Route", "assemble", "build_model", "pool_tokens", "reads_previous", "split_outputs"]
+
+
+def reads_previous(head: nn.Module) -> bool:
+    """Whether `head` reads the previous exit's state (see the module docstring)."""
+    return bool(getattr(head, "reads_previous", False))
 
 
 def pool_tokens(hidden: torch.Tensor, attention_mask: torch.Tensor | None, pooling: str
@@ -165,6 +178,7 @@ class MultiExitModel(nn.Module):
             raise ValueError(f"bad exit layers {self.exit_layers} for {len(self.heads)} heads "
                              f"on {len(self.layers)} layers")
         self._exit_of = {layer: j for j, layer in enumerate(self.exit_layers)}
+        self._reads_previous = tuple(reads_previous(h) for h in self.heads)
 
     @property
     def num_layers(self) -> int:
@@ -173,6 +187,11 @@ class MultiExitModel(nn.Module):
     @property
     def num_exits(self) -> int:
         return len(self.heads)
+
+    @property
+    def stateful(self) -> bool:
+        """Whether some head reads the previous exit's state."""
+        return any(self._reads_previous)
 
     @property
     def attn_implementation(self) -> str:
@@ -204,20 +223,50 @@ class MultiExitModel(nn.Module):
         out = self.layers[i](hidden, **inputs.tensors)
         return out[0] if isinstance(out, tuple) else out
 
-    def head(self, j: int, hidden: torch.Tensor, attention_mask: torch.Tensor | None = None
-             ) -> torch.Tensor:
+    def run_head(self, j: int, hidden: torch.Tensor, attention_mask: torch.Tensor | None = None,
+                 previous: Any = None) -> tuple[torch.Tensor, Any]:
+        """Exit j's whole outputs [B, C + S] and the state it passes on (None for a head that
+        does not read the previous exit's: `previous` is what exit j-1's head passed on)."""
+        if self._reads_previous[j]:
+            return self.heads[j](hidden, attention_mask, previous)
+        return self.heads[j](hidden, attention_mask), None
+
+    def head(self, j: int, hidden: torch.Tensor, attention_mask: torch.Tensor | None = None,
+             previous: Any = None) -> torch.Tensor:
         """Exit j's logits [B, C] from the hidden states after layer exit_layers[j].
         `attention_mask` is the 2-D 0/1 mask [B, T] of `hidden` (mean pooling needs it; None:
-        no padding). The head runs whole (its signals too: they cost what they cost)."""
-        out = self.heads[j](hidden, attention_mask)
+        no padding); `previous` the previous exit's state, for a head that reads it. The head
+        runs whole (its signals too: they cost what they cost)."""
+        out = self.run_head(j, hidden, attention_mask, previous)[0]
         return out[..., : self.num_labels] if self.signal_names else out
 
     def head_outputs(self, j: int, hidden: torch.Tensor,
-                     attention_mask: torch.Tensor | None = None
+                     attention_mask: torch.Tensor | None = None, previous: Any = None
                      ) -> tuple[torch.Tensor, dict[str, torch.Tensor]]:
         """Exit j's logits [B, C] and its signals by name ([B] each; none for most heads)."""
-        out = self.heads[j](hidden, attention_mask)
-        return split_outputs(out, self.num_labels, self.signal_names)
+        return self.head_step(j, hidden, attention_mask, previous)[:2]
+
+    def head_step(self, j: int, hidden: torch.Tensor, attention_mask: torch.Tensor | None = None,
+                  previous: Any = None
+                  ) -> tuple[torch.Tensor, dict[str, torch.Tensor], Any]:
+        """Exit j's logits, its signals by name and the state it passes to exit j+1."""
+        out, state = self.run_head(j, hidden, attention_mask, previous)
+        return (*split_outputs(out, self.num_labels, self.signal_names), state)
+
+    @torch.no_grad()
+    def previous_states(self, hidden: torch.Tensor, attention_mask: torch.Tensor | None = None
+                        ) -> list[Any]:
+        """The state each head reads when every head runs in turn on `hidden` (None for all
+        where no head reads one): what the FLOP counter gives a head that reads its previous
+        exit's state, so that it is costed as it runs."""
+        states: list[Any] = [None] * self.num_exits
+        if not self.stateful:
+            return states
+        previous = None
+        for j in range(self.num_exits):
+            states[j] = previous
+            previous = self.run_head(j, hidden, attention_mask, previous)[1]
+        return states
 
     def temperatures(self) -> list[float] | None:
         """Each exit's temperature where every head holds one (fit after training), else None."""
@@ -233,7 +282,7 @@ class MultiExitModel(nn.Module):
         what the next layer reads) lets a training scheme act on the gradient's way (SWEET's
         detaching, ElasticBERT's gradient equilibrium); None: both read `hidden`."""
         hidden, inputs = self.embed(input_ids, attention_mask, token_type_ids)
-        logits = []
+        logits, state = [], None
         for i in range(self.exit_layers[-1]):  # layers after the last exit change nothing
             hidden = self.layer(i, hidden, inputs)
             j = self._exit_of.get(i + 1)
@@ -241,7 +290,11 @@ class MultiExitModel(nn.Module):
                 to_head = hidden
                 if route is not None:
                     to_head, hidden = route(j, hidden)
-                logits.append(self.heads[j](to_head, attention_mask))
+                if self._reads_previous[j]:  # it reads the previous exit's state
+                    out, state = self.heads[j](to_head, attention_mask, state)
+                else:
+                    out, state = self.heads[j](to_head, attention_mask), None
+                logits.append(out)
         return torch.stack(logits)
 
     def backbone_parameters(self) -> list[nn.Parameter]:

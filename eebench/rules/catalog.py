@@ -9,6 +9,12 @@ entropy on a PABEE-trained model, patience on DeeBERT's. What a rule may need:
     temperatures  a temperature per exit, fit after training (the maxprob method stores them)
     exit-score    a learned exit head's score per exit (BERxiT's)
 
+A rule may need something else by name: it says what in `need_descriptions` (a plugin's rule
+on a plugin method's heads). A model provides every signal its heads give by name, `_` written
+`-` (a head signal `halting_prob` provides the need `halting-prob`, as `exit_score` provides
+`exit-score`); a method says what its models will provide in `provides`, so that a rule its
+models cannot serve is refused before anything trains.
+
 This module imports no torch (`eebench rules` lists them without it); `build` imports the rule.
 A third-party rule registers a RuleKind subclass with `@register_rule("name")` or through the
 `eebench.rules` entry-point group.
@@ -46,12 +52,16 @@ class ModelFacts:
     settings: dict[str, Any] = field(default_factory=dict)  # the training method's settings
 
     def provides(self) -> set[str]:
+        """What the model gives a rule (NEEDS names, and every head signal by name)."""
         got = set() if self.is_regression else {"classes"}
         if self.temperatures is not None:
             got.add("temperatures")
-        if "exit_score" in self.signals:
-            got.add("exit-score")
-        return got
+        return got | {signal_need(s) for s in self.signals}
+
+
+def signal_need(signal: str) -> str:
+    """The need a head signal provides: `exit_score` -> `exit-score`."""
+    return signal.replace("_", "-")
 
 
 class RuleKind:
@@ -61,6 +71,9 @@ class RuleKind:
     description: ClassVar[str] = ""
     sweep_param: ClassVar[str] = "threshold"
     needs: ClassVar[tuple[str, ...]] = ("classes",)
+    # What each need beyond NEEDS is, in words, e.g. {"halting-prob": "a halting probability per
+    # exit (trained by: palbert)"}: `eebench rules` and the refusals say it.
+    need_descriptions: ClassVar[dict[str, str]] = {}
     paper: ClassVar[str] = ""
 
     @property
@@ -85,8 +98,16 @@ class RuleKind:
         """One line when `what` (a method and task, or a model) lacks what this rule needs."""
         lacking = self.missing(provided)
         if lacking:
-            raise UsageError(f"rule {self.name!r} needs {NEEDS[lacking[0]]}: {what} has none",
+            need = lacking[0]
+            said = NEEDS.get(need) or f"{need!r} ({self.describe_need(need)})"
+            raise UsageError(f"rule {self.name!r} needs {said}: {what} has none",
                              hint="`eebench rules` lists what each rule needs")
+
+    @classmethod
+    def describe_need(cls, need: str) -> str:
+        """A need in words: the rule's own description, else NEEDS', else the head signal."""
+        return cls.need_descriptions.get(need) or NEEDS.get(need) or \
+            f"a head signal {need.replace('-', '_')!r} per exit"
 
     def label(self, value: float) -> str:
         """The sweep value as tables show it."""
@@ -95,6 +116,7 @@ class RuleKind:
     def describe(self) -> dict[str, Any]:
         return {"name": self.name, "description": self.description,
                 "sweep_param": self.sweep_param, "needs": list(self.needs),
+                "needs_described": {n: self.describe_need(n) for n in self.needs},
                 "supports_regression": self.supports_regression, "paper": self.paper}
 
 
@@ -112,6 +134,15 @@ def register_rule(name: str) -> Callable[[type[RuleKind]], type[RuleKind]]:
 
 def get_rule(name: str) -> RuleKind:
     return RULES.get(name)()
+
+
+def all_needs() -> dict[str, str]:
+    """Every need a registered rule may have (NEEDS, then the rules' own), described."""
+    out = dict(NEEDS)
+    for name in RULES.names():
+        kind = RULES.get(name)
+        out.update({n: kind.describe_need(n) for n in kind.needs if n not in out})
+    return out
 
 
 def _grid(low: float, high: float) -> list[float]:

@@ -17,7 +17,7 @@ from dataclasses import dataclass
 import numpy as np
 import torch
 
-from eebench.rules.base import ExitRule, select_state
+from eebench.rules.base import ExitRule, select_rows, select_state
 
 # A disagreement between simulation and real inference is excused only this close to the boundary.
 MARGIN_TOLERANCE = 1e-4
@@ -66,7 +66,11 @@ def dynamic_batch(model, rule: ExitRule, batch: dict, is_regression: bool, full:
     dimensions) and the 2-D mask a mean-pooling head reads alike). `full=True` runs the model
     without exits (all layers, the last head only): the baseline timed the same way.
     Returns (exit_index [B], prediction [B]) in batch order. A model with a `dynamic_batch` of
-    its own (a cascade of complete models) runs its own way, with the same arguments."""
+    its own (a cascade of complete models) runs its own way, with the same arguments.
+
+    A model whose heads read the previous exit's state (`model.stateful`) passes each head's
+    state to the next, its rows cut with the batch's; with `full=True` its heads all run (the
+    last one's outputs depend on theirs), the rule is still not asked."""
     own = getattr(model, "dynamic_batch", None)
     if own is not None:
         return own(rule, batch, is_regression, full=full)
@@ -83,13 +87,19 @@ def dynamic_batch(model, rule: ExitRule, batch: dict, is_regression: bool, full:
     out_exit = torch.full((n,), last, dtype=torch.long, device=device)
     out_pred = torch.zeros(n, device=device)
     state = rule.start(n, device)
+    stateful, previous = bool(getattr(model, "stateful", False)), None
     for i in range(model.exit_layers[-1]):
         hidden = model.layer(i, hidden, inputs)
         j = exit_of.get(i + 1)
-        if j is None or (full and j != last):
+        if j is None or (full and j != last and not stateful):
             continue
         # the mask is cut with hidden, row and column
-        logits, signals = model.head_outputs(j, hidden, mask)
+        if stateful:  # the previous exit's state in, this exit's out
+            logits, signals, previous = model.head_step(j, hidden, mask, previous)
+            if full and j != last:
+                continue
+        else:
+            logits, signals = model.head_outputs(j, hidden, mask)
         if j == last:
             go = torch.ones(len(alive), dtype=torch.bool, device=device)
         else:
@@ -104,6 +114,8 @@ def dynamic_batch(model, rule: ExitRule, batch: dict, is_regression: bool, full:
             break
         keep = ~go
         alive, state, mask = alive[keep], select_state(state, keep), mask[keep]
+        if stateful:
+            previous = select_rows(previous, keep)
         width = int(mask.sum(-1).max())
         hidden, mask = hidden[keep, :width], mask[:, :width]
         inputs = inputs.cut(keep, width)  # each input knows its token dimensions

@@ -140,9 +140,12 @@ class TrainConfig(_Settings):
             out.__pydantic_fields_set__.discard("precision")
         return out
 
-    def for_stage(self, stage: str, heads_only: bool) -> TrainConfig:
-        """This config with the stage's overrides applied (heads_lr for a heads-only stage)."""
+    def for_stage(self, stage: str, heads_only: bool, stage_lr: float | None = None
+                  ) -> TrainConfig:
+        """This config with the stage's overrides applied: its learning rate is the override's,
+        else the stage's own (`Stage.lr`), else heads_lr for a heads-only stage, else lr."""
         lr = self.heads_lr if heads_only and self.heads_lr is not None else self.lr
+        lr = lr if stage_lr is None else stage_lr
         over = self.stage_overrides.get(stage, StageOverrides())
         return self.model_copy(update={"lr": lr, **over.model_dump(exclude_none=True)})
 

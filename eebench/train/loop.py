@@ -282,7 +282,7 @@ class _Trainer:
         for p in model.parameters():
             p.requires_grad_(id(p) in chosen)
         backbone = {id(p) for p in model.backbone_parameters()}
-        cfg = self.cfg.for_stage(stage.name, heads_only=not chosen & backbone)
+        cfg = self.cfg.for_stage(stage.name, heads_only=not chosen & backbone, stage_lr=stage.lr)
         per_epoch = steps_per_epoch(len(self.train_data), cfg.batch_size)
         total = per_epoch * cfg.epochs
         warmup = math.ceil(total * cfg.warmup_ratio)
