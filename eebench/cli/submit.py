@@ -23,7 +23,7 @@ from eebench.cli.common import (
     print_json,
     resolve_data_dir,
 )
-from eebench.errors import DataError, EebenchError
+from eebench.errors import DataError, EebenchError, printable
 
 PANEL = "Leaderboard"
 
@@ -113,8 +113,8 @@ def validate_command(
         return by_folder[folder]
 
     verdicts = [validate_file(f, references=refs_for(f)) for f in files]
-    for v in verdicts:
-        typer.echo(f"{v.path}: {'ok' if v.ok else v.reason}", err=True)
+    for v in verdicts:  # a file's name escaped: a newline in it cannot split its line
+        typer.echo(f"{printable(str(v.path))}: {'ok' if v.ok else v.reason}", err=True)
     if json_out:
         print_json([{"file": str(v.path), "ok": v.ok, "reason": v.reason} for v in verdicts])
     if not all(v.ok for v in verdicts):
@@ -167,7 +167,7 @@ def leaderboard_build(
 
     site = build_site(submissions, out_dir(out, "the page"), _references(references))
     for v in site.rejected:
-        typer.echo(f"rejected {v.path}: {v.reason}", err=True)
+        typer.echo(f"rejected {printable(str(v.path))}: {v.reason}", err=True)
     err_console.print(f"wrote {site.index}: {len(site.accepted)} submissions, "
                       f"{len(site.rejected)} rejected", soft_wrap=True)
     if json_out:
@@ -199,13 +199,11 @@ def leaderboard_check(
     with tempfile.TemporaryDirectory(prefix="eebench-leaderboard-") as tmp:
         site = build_site(submissions, out or Path(tmp), refs)
     for v in site.rejected:
-        typer.echo(f"{v.path}: {v.reason}", err=True)
-    used = {(r.path, r.sha256): r.curves.name for r in (
-        refs.find(v.submission.elue.reference, v.submission.elue.reference_sha256)
-        for v in site.accepted if v.submission is not None and v.submission.elue is not None)}
+        typer.echo(f"{printable(str(v.path))}: {v.reason}", err=True)
+    used = {(r.path, r.sha256): r.curves.name for r in
+            (v.reference for v in site.accepted) if r is not None}
     for (path, digest), name in sorted(used.items()):  # for the reviewer: what was scored
-        err_console.print(f"reference {name}: {path} sha256 {digest}", soft_wrap=True,
-                          highlight=False)
+        typer.echo(printable(f"reference {name}: {path} sha256 {digest}"), err=True)
     page = f", page {site.index}" if out is not None else ", page built"
     err_console.print(f"{len(site.accepted)} accepted, {len(site.rejected)} refused{page}",
                       soft_wrap=True, highlight=False)

@@ -19,15 +19,23 @@ max_length), the reference's sha256, and made `split` a Literal, `created` a che
 time and `main` null for an unlabelled (test) split; version-1 files are refused (rebuild them
 with `eebench submit`). A version-2 run may declare `chained_models` (a cascade's model depths;
 optional, so every earlier version-2 file stays valid).
+
+Every string (names, keys, free text) holds only characters a page or a terminal shows as they
+are: a control character (newline, NUL, ESC), a bidirectional override or isolate (U+202E, which
+shows a name reversed), another invisible format character (U+200B) or a line separator is
+refused, so a name on the leaderboard reads as what it is. No valid file held one, so the version
+stays 2.
 """
 
 from __future__ import annotations
 
 import json
+import unicodedata
 from datetime import datetime
 from typing import Annotated, Literal
 
 from pydantic import (
+    AfterValidator,
     BaseModel,
     ConfigDict,
     Field,
@@ -57,10 +65,26 @@ MAX_PARAMS = 10**13
 MAX_LENGTH = 2**20  # tokens
 SEED_MAX = 2**32 - 1  # as eebench.train.config.SEED_MAX
 
+# Characters refused in every string: controls (Cc), invisible format characters (Cf: the
+# bidirectional overrides and isolates, zero-width spaces), line and paragraph separators, and
+# lone surrogates (which no UTF-8 page can hold).
+HIDDEN_CATEGORIES = frozenset({"Cc", "Cf", "Zl", "Zp", "Cs"})
+
+
+def _shown_as_is(text: str) -> str:
+    for c in text:
+        if unicodedata.category(c) in HIDDEN_CATEGORIES:
+            raise ValueError(f"holds the character U+{ord(c):04X} "
+                             f"({unicodedata.name(c, 'a control character').lower()}), which "
+                             "does not show as it is")
+    return text
+
+
+Shown = AfterValidator(_shown_as_is)
 Sha256 = Annotated[str, Field(pattern=r"^[0-9a-f]{64}$", description="hex sha256 digest")]
-Name = Annotated[str, Field(min_length=1, max_length=200)]
-Text = Annotated[str, Field(max_length=2000)]
-Key = Annotated[str, Field(min_length=1, max_length=100)]  # a dict key
+Name = Annotated[str, Field(min_length=1, max_length=200), Shown]
+Text = Annotated[str, Field(max_length=2000), Shown]
+Key = Annotated[str, Field(min_length=1, max_length=100), Shown]  # a dict key
 Percent = Annotated[float, Field(ge=-100, le=100, description="percent")]
 Share = Annotated[float, Field(ge=0, le=100)]  # a share of the samples, in percent
 Count = Annotated[int, Field(ge=0, le=MAX_SAMPLES)]

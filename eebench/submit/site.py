@@ -34,7 +34,7 @@ from xml.etree import ElementTree
 from matplotlib import rc_context
 from matplotlib.figure import Figure
 
-from eebench.errors import DataError
+from eebench.errors import DataError, printable
 from eebench.io import atomic_write_text, not_a_directory
 from eebench.measure.quality import PARAM_BUCKETS_M, param_bucket
 from eebench.submit.schema import Submission
@@ -109,6 +109,7 @@ def _table(subs: list[tuple[Verdict, Submission]], tasks: list[str]) -> str:
             '<th class="text" data-sort="text">Bucket</th>']
     head += [f'<th data-sort="num" data-task="{esc(t)}">{esc(t)}</th>' for t in tasks]
     head.append('<th data-sort="num" data-key="overall" aria-sort="descending">Overall</th>')
+    head.append('<th class="text" data-sort="text">Reference</th>')
     rows = []
     for verdict, s in subs:
         elue = s.elue.tasks if s.elue else {}
@@ -118,10 +119,29 @@ def _table(subs: list[tuple[Verdict, Submission]], tasks: list[str]) -> str:
                  _cell(_bucket(s.model.params), _bucket(s.model.params), "text")]
         cells += [_cell(*_num(elue.get(t))) for t in tasks]
         cells.append(_cell(*_num(s.elue.overall if s.elue else None)))
-        rows.append(f'<tr data-params="{s.model.params}" data-file="{esc(verdict.path.name)}">'
+        cells.append(_reference_cell(verdict))
+        rows.append(f'<tr data-params="{s.model.params}" data-file="{esc(_file(verdict))}">'
                     + "".join(cells) + "</tr>")
     return ('<table id="board"><thead><tr>' + "".join(head) + "</tr></thead><tbody>\n"
             + "\n".join(rows) + "\n</tbody></table>")
+
+
+def _file(verdict: Verdict) -> str:
+    """A submission's file name as the page shows it: control and bidirectional characters
+    escaped (\\n, \\u202e), never raw."""
+    return printable(verdict.path.name)
+
+
+def _reference_cell(verdict: Verdict) -> str:
+    """The reference file the ELUE score was recomputed against and its sha256 (shortened; the
+    whole digest in the title): two references of one name are told apart."""
+    ref = verdict.reference
+    if ref is None:
+        return _cell("", "–", "text")
+    name = printable(ref.path.name)
+    return (f'<td class="text" data-value="{esc(name)} {ref.sha256}" '
+            f'title="{esc(ref.curves.name)}: {esc(name)}, sha256 {ref.sha256}">'
+            f'{esc(name)} <code>{ref.sha256[:12]}</code></td>')
 
 
 def _bucket(params: int) -> str:
@@ -140,7 +160,7 @@ def _filters() -> str:
 def _rejected(rejected: list[Verdict]) -> str:
     if not rejected:
         return '<p class="note" id="rejected">None.</p>'
-    items = [f"<li><code>{esc(v.path.name)}</code>: {esc(v.reason)}</li>" for v in rejected]
+    items = [f"<li><code>{esc(_file(v))}</code>: {esc(v.reason)}</li>" for v in rejected]
     return '<ul id="rejected">' + "".join(items) + "</ul>"
 
 
@@ -152,8 +172,8 @@ def _labels(subs: list[tuple[Verdict, Submission]]) -> list[str]:
     printable = ["".join(c if c.isprintable() else "\ufffd" for c in s.name) for _, s in subs]
     names = [n if len(n) <= LEGEND_CHARS else n[:LEGEND_CHARS - 1] + "…" for n in printable]
     counts = Counter(names)
-    labels = [n if counts[n] == 1 else f"{n} ({v.path.name})" for n, (v, _) in zip(names, subs)]
-    return labels if len(set(labels)) == len(labels) else [v.path.name for v, _ in subs]
+    labels = [n if counts[n] == 1 else f"{n} ({_file(v)})" for n, (v, _) in zip(names, subs)]
+    return labels if len(set(labels)) == len(labels) else [_file(v) for v, _ in subs]
 
 
 def task_figures(subs: list[tuple[Verdict, Submission]]) -> dict[str, Figure]:

@@ -27,7 +27,7 @@ from typing import TYPE_CHECKING
 
 from pydantic import ValidationError
 
-from eebench.errors import DataError, EebenchError
+from eebench.errors import DataError, EebenchError, printable
 from eebench.io import read_bytes
 from eebench.submit.plausible import check_costs
 from eebench.submit.rescore import (
@@ -61,6 +61,7 @@ class Verdict:
     path: Path
     submission: Submission | None
     reason: str | None
+    reference: KnownReference | None = None  # the file its ELUE score was recomputed against
 
     @property
     def ok(self) -> bool:
@@ -126,9 +127,9 @@ def _short(text: str, n: int = 160) -> str:
 
 def one_line(text: str, n: int = 300) -> str:
     """A reason as one printable line: a control character from a file (an ANSI escape in a
-    task key) is shown escaped, never sent to the terminal."""
-    line = " ".join(text.split())
-    return _short("".join(c if c.isprintable() else repr(c)[1:-1] for c in line), n)
+    task key, a newline, a right-to-left override) is shown escaped, never sent to the terminal
+    or the page."""
+    return _short(printable(text), n)
 
 
 def _where(loc: Sequence[int | str]) -> str:
@@ -369,4 +370,6 @@ def validate_file(path: Path, max_bytes: int = MAX_BYTES,
         sub = validate_data(data, references)
     except DataError as e:
         return Verdict(path, None, one_line(str(e)))
-    return Verdict(path, sub, None)
+    used = None if sub.elue is None else references.find(sub.elue.reference,
+                                                         sub.elue.reference_sha256)
+    return Verdict(path, sub, None, used)
