@@ -49,6 +49,14 @@ RunsArgument = typer.Argument(
 )
 
 
+def _row(table, *cells: str) -> None:
+    """A row of plain text: names and numbers are not console markup (and not parsing them as
+    markup saves a good part of printing the tables)."""
+    from rich.text import Text
+
+    table.add_row(*map(Text, cells))
+
+
 def _fmt(value: float | None, digits: int = 2, signed: bool = False) -> str:
     if value is None or not math.isfinite(value):
         return "-"
@@ -170,7 +178,7 @@ def _print_quality(console: Console, report, run_quality, budget_rows, percents,
         for name in ("method", "sweep", "MFLOPs", *QUALITY_HEADS.values()):
             table.add_column(name, justify="left" if name in ("method", "sweep") else "right")
         for p in rows:
-            table.add_row(p.label, f"{p.sweep_param}={p.sweep_value:g}", _fmt(p.mflops, 1),
+            _row(table, p.label, f"{p.sweep_param}={p.sweep_value:g}", _fmt(p.mflops, 1),
                           *(_q_cell(p, q) for q in QUALITY_HEADS))
         console.print(table)
     if run_quality:
@@ -182,7 +190,7 @@ def _print_quality(console: Console, report, run_quality, budget_rows, percents,
         for m in run_quality:
             acc = "  ".join(f"{k}: {a:.1f}" for k, (a, _) in zip(m.exit_layers, m.exit_accuracy,
                                                                  strict=True))
-            table.add_row(m.task, m.label, acc, _pm(*m.overthinking, len(m.seeds)),
+            _row(table, m.task, m.label, acc, _pm(*m.overthinking, len(m.seeds)),
                           _pm(*m.underthinking, len(m.seeds)))
         console.print(table)
     table = Table(title="Main metric at fixed FLOPs budgets (% of the full model's FLOPs; best "
@@ -196,13 +204,13 @@ def _print_quality(console: Console, report, run_quality, budget_rows, percents,
         cells.setdefault((b.task, b.label), {})[b.percent] = (
             "-" if b.main is None else _pm(b.main, b.main_std, b.seeds))
     for (task, label), by_pct in cells.items():
-        table.add_row(task, label, *(by_pct.get(float(pct), "-") for pct in percents))
+        _row(table, task, label, *(by_pct.get(float(pct), "-") for pct in percents))
     console.print(table)
     table = Table(title="ELUE parameter buckets")
     for name in ("method", "parameters (M)", "bucket"):
         table.add_column(name)
     for label, (n, bucket) in buckets.items():
-        table.add_row(label, f"{n / 1e6:.1f}", bucket)
+        _row(table, label, f"{n / 1e6:.1f}", bucket)
     console.print(table)
 
 
@@ -247,7 +255,7 @@ def _print_report(console: Console, report, n_runs: int, by_seed: dict) -> None:
         table.add_column("mean rank", justify="right")
         elue = report.elue
         for r in report.ranking:
-            table.add_row(r.label, *(_elue_cell(elue[r.label].get(t),
+            _row(table, r.label, *(_elue_cell(elue[r.label].get(t),
                                                 by_seed.get(r.label, {}).get(t, {}))
                                      for t in tasks),
                           _fmt(r.overall, signed=True), _fmt(r.mean_rank, 1))
@@ -259,7 +267,7 @@ def _print_report(console: Console, report, n_runs: int, by_seed: dict) -> None:
         for t in tasks:
             table.add_column(t, justify="right")
         for label in sorted({p.label for t in report.tasks.values() for p in t.points}):
-            table.add_row(label, *(_fmt(m.hypervolume, 3) if (m := report.tasks[t].methods.get(
+            _row(table, label, *(_fmt(m.hypervolume, 3) if (m := report.tasks[t].methods.get(
                 label)) else "-" for t in tasks))
         console.print(table)
     for t in report.tasks.values():
@@ -275,7 +283,7 @@ def _print_report(console: Console, report, n_runs: int, by_seed: dict) -> None:
                      _pm(p.main, p.main_std, len(p.seeds)), str(len(p.seeds))]
             if report.reference is not None:
                 cells.append(_fmt(d, signed=True))
-            front.add_row(*cells)
+            _row(front, *cells)
         ref = t.hv_ref
         front.caption = (
             f"{len(rows)} of {len(t.points)} points on the front; hypervolume {t.hypervolume:.3f}, "
@@ -318,7 +326,7 @@ def _print_comparisons(console: Console, comparisons, names: tuple[str, str]) ->
         r = c.result
         pa = "all pairs" if c.a is None else _where(c.a)
         pb = "" if c.b is None else _where(c.b)
-        table.add_row(c.task, pa, pb, c.statistic, f"{r.difference:+.3f}",
+        _row(table, c.task, pa, pb, c.statistic, f"{r.difference:+.3f}",
                       f"[{r.ci_low:+.3f}, {r.ci_high:+.3f}]", f"{r.p_value:.4f}")
     console.print(table)
 
@@ -357,7 +365,7 @@ def reference_build(
         for col in ("k", "MFLOPs", curve.main_metric, "seeds"):
             table.add_column(col, justify="right")
         for p in curve.points:
-            table.add_row(str(p.layers), _fmt(p.mflops, 1), _pm(p.main, p.main_std, len(p.seeds)),
+            _row(table, str(p.layers), _fmt(p.mflops, 1), _pm(p.main, p.main_std, len(p.seeds)),
                           str(len(p.seeds)))
         _tables_console(json_out).print(table)
     err_console.print(f"wrote {out} ({len(ref.tasks)} tasks, {len(ref.provenance.runs)} runs)")
