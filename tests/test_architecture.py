@@ -17,7 +17,7 @@ PACKAGE = Path(__file__).resolve().parents[1] / "eebench"
 
 # The stages in pipeline order (docs/architecture.md); a stage imports only from those before it.
 STAGES = ("tasks", "data", "models", "rules", "methods", "measure", "train", "run", "score",
-          "plot", "submit", "api", "cli")
+          "plot", "submit", "api", "cli", "testing")
 # Shared utilities every stage may use; they import only each other.
 SHARED = ("errors", "registry", "io")
 TOP_LEVEL = {"__init__.py", "__main__.py", *(f"{name}.py" for name in SHARED)}

@@ -1,0 +1,350 @@
+"""Conformance checks for a method or an exit rule, eebench's own or a plugin's.
+
+    from eebench.testing import assert_method, assert_rule
+
+    def test_palbert_conforms(tmp_path):
+        assert_method("palbert", workdir=tmp_path)          # AssertionError listing problems
+
+    def test_q_exit_conforms(tmp_path):
+        assert_rule("q-exit", method="palbert", workdir=tmp_path)
+
+`check_method` builds a tiny random backbone (3 layers, hidden 32, a word-level tokenizer of the
+sentences below: no download, no data directory), trains the method a few steps on a handful of
+rows with eebench's own training loop, reloads the checkpoint as a run does, and checks what a
+run relies on: describe() and settings are JSON and round-trip, the stages and the parameters
+they train, the heads and their exit layers, the default sweep (every value served by a variant
+and accepted by the rule), that the model gives what the method says it `provides`, the FLOP
+table, and that real dynamic inference, at batch size 1 and batched, decides exactly as the
+one-pass simulation for every sweep value: zero disagreements. `check_rule` checks a rule's
+description, needs and sweep, then sweeps it on a method's model the same way. Both return a
+`Conformance` report; `assert_method` / `assert_rule` raise AssertionError when it has problems.
+`python -m eebench.testing palbert [--rule q-exit]` prints the report (eebench.testing.__main__).
+"""
+
+from __future__ import annotations
+
+import json
+import math
+import tempfile
+from collections.abc import Iterator
+from contextlib import contextmanager
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+from eebench.testing.tiny import NUM_LAYERS, examples, tiny_backbone
+
+
+@dataclass
+class Conformance:
+    """What was checked on a method or a rule, and what was wrong."""
+
+    name: str
+    kind: str  # "method" or "rule"
+    passed: list[str] = field(default_factory=list)
+    problems: list[str] = field(default_factory=list)
+
+    @property
+    def ok(self) -> bool:
+        return not self.problems
+
+    def __str__(self) -> str:
+        head = f"{self.kind} {self.name!r}: {len(self.passed)} checks passed, " \
+               f"{len(self.problems)} problem(s)"
+        return "\n".join([head, *(f"  problem: {p}" for p in self.problems),
+                          *(f"  ok: {p}" for p in self.passed)])
+
+    @contextmanager
+    def check(self, what: str) -> Iterator[None]:
+        """Record `what` as passed, or the exception (or failed assertion) as a problem."""
+        try:
+            yield
+        except Exception as e:
+            text = " ".join(str(e).split())[:300] or type(e).__name__
+            self.problems.append(f"{what}: {type(e).__name__}: {text}")
+        else:
+            self.passed.append(what)
+
+
+def check_method(name: str, settings: dict[str, Any] | None = None, *, rules: tuple[str, ...] = (),
+                 regression: bool | None = None, workdir: Path | None = None) -> Conformance:
+    """Check method `name` (with `settings`) end to end on a tiny model (see the module
+    docstring); `rules` are other rules to sweep on its model too. `regression`: also on a
+    regression task (None: where the method supports it). Never raises for a problem found."""
+    with _one_thread():
+        return _check_method(name, settings, rules, regression, workdir)
+
+
+@contextmanager
+def _one_thread() -> Iterator[None]:
+    """Tiny models run fastest on one thread (and leave a shared machine's other cores be)."""
+    import torch
+
+    threads = torch.get_num_threads()
+    torch.set_num_threads(1)
+    try:
+        yield
+    finally:
+        torch.set_num_threads(threads)
+
+
+def _check_method(name: str, settings: dict[str, Any] | None, rules: tuple[str, ...],
+                  regression: bool | None, workdir: Path | None) -> Conformance:
+    from eebench.methods.base import get_method
+
+    report = Conformance(name, "method")
+    with report.check("get_method builds it with these settings"):
+        method = get_method(name, **(settings or {}))
+    if not report.ok:
+        return report
+    _check_description(report, method, name)
+    tasks = [False] + ([True] if (method.supports_regression if regression is None
+                                  else regression) else [])
+    with tempfile.TemporaryDirectory(prefix="eebench-conformance-") as tmp:
+        root = Path(workdir or tmp)
+        backbone = tiny_backbone(root / "backbone")
+        _check_structure(report, method, backbone)
+        for is_regression in tasks:
+            if report.ok:
+                _check_runs(report, method, backbone, root, is_regression, rules)
+    return report
+
+
+def check_rule(name: str, method: str | None = None, *, workdir: Path | None = None,
+               settings: dict[str, Any] | None = None) -> Conformance:
+    """Check exit rule `name`: its description, needs and sweep, then its sweep on the model of
+    `method` (None: the first registered method whose models give what the rule needs)."""
+    from eebench.methods.base import METHODS, get_method
+    from eebench.rules.catalog import get_rule
+
+    report = Conformance(name, "rule")
+    with report.check("get_rule builds it"):
+        kind = get_rule(name)
+    if not report.ok:
+        return report
+    with report.check("describe() is JSON and names every need in words"):
+        row = json.loads(json.dumps(kind.describe()))
+        assert row["name"] == kind.name, f"describe() names {row['name']!r}"
+        for need in kind.needs:
+            assert kind.describe_need(need), f"need {need!r} has no description"
+    with report.check("its default sweep is finite, accepted by check() and builds rules"):
+        from eebench.rules.base import ExitRule
+        from eebench.rules.catalog import ModelFacts
+
+        for is_regression in [False] + ([True] if kind.supports_regression else []):
+            values = kind.default_sweep(NUM_LAYERS, is_regression, 2)
+            assert values and all(math.isfinite(v) for v in values), f"sweep {values}"
+            facts = ModelFacts(is_regression, 1 if is_regression else 2,
+                               [1.0] * NUM_LAYERS, ())
+            for v in values:
+                kind.check(v)
+                assert isinstance(kind.build(v, facts), ExitRule), "build() is not an ExitRule"
+    if method is None:
+        method = next((m for m in METHODS.names() if not kind.missing(
+            get_method(m).provided(False))), None)
+        if method is None:
+            report.problems.append(f"no registered method gives what it needs ({kind.needs})")
+            return report
+    sub = check_method(method, settings, rules=(kind.name,), regression=False, workdir=workdir)
+    report.passed += [f"on {method}: {p}" for p in sub.passed]
+    report.problems += [f"on {method}: {p}" for p in sub.problems]
+    return report
+
+
+def assert_method(name: str, settings: dict[str, Any] | None = None, **kwargs: Any) -> None:
+    """`check_method`, raising AssertionError with the report when it found a problem."""
+    report = check_method(name, settings, **kwargs)
+    assert report.ok, str(report)
+
+
+def assert_rule(name: str, method: str | None = None, **kwargs: Any) -> None:
+    """`check_rule`, raising AssertionError with the report when it found a problem."""
+    report = check_rule(name, method, **kwargs)
+    assert report.ok, str(report)
+
+
+# -- the checks ------------------------------------------------------------------------------------
+def _check_description(report: Conformance, method: Any, name: str) -> None:
+    from eebench.methods.base import get_method
+    from eebench.rules.catalog import get_rule
+
+    with report.check("describe() is JSON with every field"):
+        row = json.loads(json.dumps(method.describe()))
+        wanted = {"name", "paper", "description", "rule", "provides", "sweep_param",
+                  "supports_regression", "trains", "settings"}
+        assert wanted <= set(row), f"describe() lacks {sorted(wanted - set(row))}"
+        assert row["name"] == method.name, f"describe() names {row['name']!r}"
+    with report.check("settings are JSON and rebuild the same method"):
+        recorded = json.loads(json.dumps(method.settings))
+        assert get_method(name, **recorded).settings == method.settings
+    if method.rule:
+        with report.check(f"its rule {method.rule!r} is registered and served by its models"):
+            kind = get_rule(method.rule)
+            for is_regression in [False] + ([True] if method.supports_regression else []):
+                lacking = kind.missing(method.provided(is_regression))
+                assert not lacking, f"its models lack {lacking} (regression: {is_regression})"
+    with report.check("its default sweep is finite and each value is served by one variant"):
+        sweep = method.default_sweep(NUM_LAYERS, False, 2)
+        assert sweep and all(math.isfinite(v) for v in sweep), f"sweep {sweep}"
+        served = [v for variant in method.variants(sweep) for v in variant.values]
+        assert sorted(served) == sorted(float(v) for v in sweep), f"variants serve {served}"
+        for variant in method.variants(sweep):
+            for v in variant.values:
+                variant.method.exit_rule(v, False)
+
+
+def _check_structure(report: Conformance, method: Any, backbone: Path) -> None:
+    import torch
+
+    from eebench.methods.base import Stage
+    from eebench.models.multi_exit import build_model, reads_previous
+
+    for variant in method.variants(method.default_sweep(NUM_LAYERS, False, 2))[:1]:
+        m = variant.method
+        parts = m.parts(NUM_LAYERS) if m.combines else [m]
+        for part in parts:
+            with report.check(f"{part.name}: heads, exit layers and stages"):
+                model = build_model(str(backbone), part, 2)
+                assert model.exit_layers, "no exit"
+                assert all(s.isidentifier() for s in model.signal_names), model.signal_names
+                stages = part.stages()
+                assert stages and all(isinstance(s, Stage) for s in stages), "stages()"
+                assert len({s.name for s in stages}) == len(stages), "two stages share a name"
+                own = {id(p) for p in model.parameters()}
+                for s in stages:
+                    trained = s.trainable(model)
+                    assert trained and all(id(p) in own for p in trained), \
+                        f"stage {s.name!r} trains nothing, or parameters not in the model"
+                    s.exit_indices(model.num_exits)
+                ids = torch.tensor([[2, 5, 6, 3]])
+                out = model(ids, torch.ones_like(ids))
+                assert out.shape == (model.num_exits, 1, 2 + len(model.signal_names)), \
+                    f"forward gives {tuple(out.shape)}"
+                if model.stateful:
+                    head = next(h for h in model.heads if reads_previous(h))
+                    got = head(model.embed(ids, torch.ones_like(ids))[0], None, None)
+                    assert isinstance(got, tuple) and len(got) == 2, \
+                        "a head that reads the previous exit's state returns (outputs, state)"
+
+
+def _train(method: Any, backbone: Path, root: Path, is_regression: bool) -> Any:
+    """The model a run measures for this (variant's) method: trained, saved and reloaded."""
+    from eebench.tasks.spec import get_task
+    from eebench.train.checkpoint import load_trained
+    from eebench.train.config import TrainConfig
+    from eebench.train.loop import train
+
+    spec = get_task("stsb" if is_regression else "rte")
+    cfg = TrainConfig(epochs=2, batch_size=4, lr=1e-3, max_seq_length=32, eval_batch_size=8,
+                      save_every=0, device="cpu", seed=0)
+    parts = method.parts(NUM_LAYERS) if method.combines else [method]
+    models = []
+    for part in parts:
+        path = train(part, spec, str(backbone), examples("train", is_regression), None, cfg,
+                     root / "checkpoints")
+        models.append(load_trained(path)[0])
+    return method.assemble(models) if method.combines else models[0]
+
+
+def _check_runs(report: Conformance, method: Any, backbone: Path, root: Path,
+                is_regression: bool, rules: tuple[str, ...]) -> None:
+    from eebench.data.batching import encode, eval_batches
+    from eebench.measure.cost_table import build_cost_table
+    from eebench.models.backbones import load_tokenizer
+    from eebench.models.outputs import collect_exit_logits
+    from eebench.rules.catalog import ModelFacts, get_rule
+
+    task = "regression" if is_regression else "classification"
+    enc = encode(examples("dev", is_regression), load_tokenizer(str(backbone)), 32,
+                 is_regression)
+    for variant in method.variants(method.default_sweep(NUM_LAYERS, is_regression, 2)):
+        where = f"{task}, variant {variant.name}"
+        with report.check(f"{where}: trains, saves and reloads"):
+            model = _train(variant.method, backbone, root, is_regression)
+        if not report.ok:
+            return
+        out = collect_exit_logits(model, eval_batches(enc, 8, sort_by_length=True))
+        facts = ModelFacts(is_regression, model.num_labels, model.temperatures(),
+                           tuple(getattr(model, "signal_names", ())),
+                           dict(getattr(model, "method_settings", {})))
+        with report.check(f"{where}: the model gives what the method provides"):
+            lacking = variant.method.provided(is_regression) - facts.provides()
+            assert not lacking, f"it lacks {sorted(lacking)}"
+        with report.check(f"{where}: the FLOP table costs every exit"):
+            table = build_cost_table(model, max_len=int(out.lengths.max()))
+            path = table.path[:, int(out.lengths.max())]
+            assert (path > 0).all() and (path[1:] >= path[:-1]).all(), f"path FLOPs {path}"
+        sweeps = [(variant.method.rule or "its rule", variant.values,
+                   lambda v, m=variant.method, f=facts: m.exit_rule(v, is_regression, f))]
+        for name in rules if variant.name == "all" else ():
+            kind = get_rule(name)
+            if is_regression and not kind.supports_regression:
+                continue
+            with report.check(f"{where}: its model gives what rule {kind.name!r} needs"):
+                kind.refuse_unless(facts.provides(), f"this {method.name} model")
+            sweeps.append((kind.name, kind.default_sweep(NUM_LAYERS, is_regression, 2),
+                           lambda v, k=kind, f=facts: k.build(v, f)))
+        _agree(report, where, model, enc, sweeps, is_regression)
+        _agree(report, f"{where}, stirred", _stirred(model), enc, sweeps, is_regression)
+
+
+def _stirred(model: Any) -> Any:
+    """A copy with its weight matrices drawn anew, N(0, 0.3): a briefly trained tiny model gives
+    nearly the same outputs for every sample (all exit alike); this one's differ per sample."""
+    import copy
+
+    import torch
+
+    stirred = copy.deepcopy(model)
+    gen = torch.Generator().manual_seed(0)
+    with torch.no_grad():
+        for p in stirred.parameters():
+            if p.dim() == 2:
+                p.copy_(torch.randn(p.shape, generator=gen) * 0.3)
+    return stirred
+
+
+def _agree(report: Conformance, where: str, model: Any, enc: Any, sweeps: list,
+           is_regression: bool) -> None:
+    """Real dynamic inference (batch size 1 and batched) decides exactly as the simulation at
+    every sweep value; on a stirred classifier of several exits, some value mixes the exits."""
+    from eebench.data.batching import eval_batches
+    from eebench.models.outputs import collect_exit_logits
+    from eebench.rules.engine import compare, dynamic_inference, simulate
+
+    out = collect_exit_logits(model, eval_batches(enc, 8, sort_by_length=True))
+    for rule_name, values, make in sweeps:
+        with report.check(f"{where}, {rule_name}: real dynamic inference (batch 1 and 5) "
+                          f"decides as the simulation at {len(values)} sweep values"):
+            exits = set()
+            for v in values:
+                rule = make(v)
+                sim = simulate(rule, out.logits, is_regression, out.signals)
+                exits.add(tuple(sim.exit_index))
+                for bs in (1, 5):
+                    real = dynamic_inference(model, rule, eval_batches(enc, bs), len(enc),
+                                             is_regression)
+                    got = compare(sim, real, None, is_regression)
+                    assert got.disagreements == 0, (
+                        f"value {v:g}, batch size {bs}: {got.disagreements} of {got.compared} "
+                        f"samples disagree ({got.near_threshold} near the threshold)")
+            if where.endswith("stirred") and out.logits.shape[0] > 1 and not is_regression:
+                assert any(len(set(e)) > 1 for e in exits), \
+                    "no sweep value exits the samples at different exits"
+
+
+def main(argv: list[str] | None = None) -> int:
+    """`python -m eebench.testing METHOD [--rule RULE ...]`: print the report; exit 1 on a
+    problem."""
+    import argparse
+
+    parser = argparse.ArgumentParser(prog="python -m eebench.testing",
+                                     description="Conformance checks for a method (and rules).")
+    parser.add_argument("method")
+    parser.add_argument("--rule", action="append", default=[], help="a rule to check on it")
+    args = parser.parse_args(argv)
+    reports = [check_rule(r, args.method) for r in args.rule] or [check_method(args.method)]
+    for r in reports:
+        print(r)
+    return 0 if all(r.ok for r in reports) else 1
+

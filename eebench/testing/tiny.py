@@ -1,0 +1,81 @@
+"""A tiny model and a handful of rows for conformance checks: no download, no data directory.
+
+`tiny_backbone` writes a random 3-layer BERT (hidden 32) with a word-level tokenizer of ROWS'
+words, a model directory that `--model` and `build_model` load like a pretrained one; `examples`
+gives ROWS as a task's training or dev split (RTE's labels, or STS-B's scores).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+from contextlib import contextmanager
+from pathlib import Path
+from typing import Any
+
+# A handful of sentence pairs (RTE's shape: 0 entailment, 1 not) with a regression score (STS-B's
+# 0..5): enough rows for a few training steps and a dev split with mixed lengths.
+ROWS = [
+    ("the cat sat on the mat", "a cat is on the mat", 0, 4.6),
+    ("the dog ran in the park all day", "a dog was in the park", 0, 3.8),
+    ("it rained in the city", "the city was dry", 1, 0.4),
+    ("she bought a red car last week", "she owns a car", 0, 3.2),
+    ("the sun is hot", "the sun is cold", 1, 0.8),
+    ("he reads a book every night before sleep", "he never reads", 1, 0.2),
+    ("two men play chess in the garden", "men are playing a game", 0, 3.9),
+    ("the shop closed at noon", "the shop was open all night", 1, 0.6),
+    ("a child draws a tree with green leaves", "a child is drawing", 0, 4.1),
+    ("the river is long and cold", "the river is short", 1, 1.0),
+    ("birds sing in the morning", "birds make sounds", 0, 3.5),
+    ("the train left early today", "the train did not leave", 1, 0.3),
+    ("a woman cooks rice and fish for dinner tonight", "a woman makes food", 0, 4.0),
+    ("the old house has a blue door", "the house has no door", 1, 0.5),
+    ("we walked to school", "we went to school", 0, 4.8),
+    ("the game ended in a draw after extra time", "one team won", 1, 1.2),
+]
+SPECIAL = ["[PAD]", "[UNK]", "[CLS]", "[SEP]", "[MASK]"]
+NUM_LAYERS = 3  # the tiny backbone's depth
+
+
+def tiny_backbone(path: Path, num_layers: int = NUM_LAYERS, seed: int = 0) -> Path:
+    """Write a tiny random BERT (hidden 32, 4 heads) and a word-level tokenizer of ROWS' words
+    into `path`: a model directory `--model` and `build_model` load like a pretrained one."""
+    import torch
+    from transformers import BertConfig, BertModel, BertTokenizerFast
+
+    path = Path(path)
+    path.mkdir(parents=True, exist_ok=True)
+    words = sorted({w for a, b, _, _ in ROWS for w in f"{a} {b}".split()})
+    (path / "vocab.txt").write_text("\n".join(SPECIAL + words) + "\n", encoding="utf-8")
+    BertTokenizerFast(vocab_file=str(path / "vocab.txt")).save_pretrained(str(path))
+    config = BertConfig(vocab_size=len(SPECIAL) + len(words), hidden_size=32,
+                        num_hidden_layers=num_layers, num_attention_heads=4,
+                        intermediate_size=64, max_position_embeddings=64, type_vocab_size=2)
+    torch.manual_seed(seed)
+    model = BertModel(config).eval()
+    with _no_progress_bars():
+        model.save_pretrained(str(path))
+    return path
+
+
+@contextmanager
+def _no_progress_bars() -> Iterator[None]:
+    from transformers.utils import logging
+
+    was = logging.is_progress_bar_enabled()
+    logging.disable_progress_bar()
+    try:
+        yield
+    finally:
+        if was:
+            logging.enable_progress_bar()
+
+
+def examples(split: str, regression: bool) -> Any:
+    """ROWS as a task's Examples: 12 training rows, 16 dev rows (every row, lengths mixed)."""
+    from eebench.tasks.loaders import Examples
+
+    rows = ROWS[:12] if split == "train" else ROWS
+    return Examples(task="stsb" if regression else "rte", split=split,
+                    texts=[(a, b) for a, b, _, _ in rows],
+                    labels=[float(s) if regression else int(y) for _, _, y, s in rows],
+                    ids=[str(i) for i in range(len(rows))], source="eebench.testing")
