@@ -53,6 +53,15 @@ class Stage:
         return [every[j] for j in self.exits]
 
 
+def backbone_then_heads(second: str) -> list[Stage]:
+    """Two stages (DeeBERT's, FastBERT's): the backbone with the last exit's head on its loss,
+    then, the backbone frozen, every other head (`second` names that stage)."""
+    return [Stage("backbone", lambda m: [*m.backbone_parameters(), *m.heads[-1].parameters()],
+                  exits=(-1,)),
+            Stage(second, lambda m: [p for h in m.heads[:-1] for p in h.parameters()],
+                  exits=slice(None, -1))]  # every head but the last
+
+
 JOINT = "all"  # the name of a joint method's one variant
 
 
@@ -92,7 +101,7 @@ class EarlyExitMethod:
     # What its trained models give a rule besides logits: "temperatures", "exit-score" (NEEDS).
     provides: ClassVar[frozenset[str]] = frozenset()
     sweep_param: ClassVar[str] = ""  # e.g. "threshold", "patience", "layers"
-    supports_regression: ClassVar[bool] = True
+    joint_stage: ClassVar[str] = "joint"  # the name of the one stage of `stages()`' default
     # What `variants` trains, in words (`eebench methods` shows it).
     trains: ClassVar[str] = "one model"
     # Its one variant is a model assembled from several trained ones (a cascade): the runner
@@ -112,6 +121,13 @@ class EarlyExitMethod:
                 f"method {self.name!r}: setting {'.'.join(map(str, err['loc']))}: {err['msg']}",
                 hint=f"its settings are: {known}" if err["type"] == "extra_forbidden" else None,
             ) from None
+
+    @property
+    def supports_regression(self) -> bool:
+        """Whether it can do regression tasks: what its rule needs says (a rule over classes
+        cannot); a method without a rule (one exit per model) can. A subclass may say so itself
+        (`supports_regression = False`)."""
+        return self.rule_kind().supports_regression if self.rule else True
 
     @property
     def settings(self) -> dict[str, Any]:
@@ -148,23 +164,54 @@ class EarlyExitMethod:
         """How many backbone layers the model keeps (a static method may truncate)."""
         return available
 
-    def build_heads(self, config: Any, num_labels: int, num_layers: int, pooler: nn.Module | None
+    def head_layers(self, num_layers: int) -> tuple[int, ...]:
+        """The layers with an exit after them (1-based): every one, by default."""
+        return tuple(range(1, num_layers + 1))
+
+    def shares_pooler(self) -> bool:
+        """One pooler for every exit (PABEE's), or each exit its own copy (the default)."""
+        return False
+
+    def make_head(self, pooler: nn.Module, config: Any, num_labels: int, own_pooler: bool
+                  ) -> nn.Module:
+        """One exit's head: pooler -> dropout -> linear (eebench.models.multi_exit.ExitHead)."""
+        from eebench.models.multi_exit import ExitHead
+
+        return ExitHead(pooler, config, num_labels, own_pooler=own_pooler)
+
+    def build_heads(self, config: Any, num_labels: int, num_layers: int, pooler: nn.Module
                     ) -> ExitHeads:
-        """Exit heads for a backbone of `num_layers` layers. `pooler` is a copy of the pretrained
-        pooler (a fresh one where the checkpoint has none) that already pools the model's way
-        ([CLS] or masked mean): use it, share it or copy it."""
-        raise NotImplementedError
+        """Exit heads for a backbone of `num_layers` layers: a head (`make_head`) after each of
+        `head_layers`, on a copy of `pooler` each or on one shared copy (`shares_pooler`).
+        `pooler` already pools the model's way ([CLS] or masked mean), from the pretrained
+        pooler where the checkpoint has one."""
+        import copy
+
+        from torch import nn
+
+        from eebench.models.multi_exit import ExitHeads
+
+        layers = self.head_layers(num_layers)
+        shared = copy.deepcopy(pooler) if self.shares_pooler() else None
+        heads = [self.make_head(copy.deepcopy(pooler) if shared is None else shared, config,
+                                num_labels, own_pooler=shared is None or i == 0)
+                 for i in range(len(layers))]
+        return ExitHeads(nn.ModuleList(heads), layers)
 
     # -- training ------------------------------------------------------------------------------
     def stages(self) -> list[Stage]:
-        raise NotImplementedError
+        """One joint stage: every parameter, every exit's loss."""
+        return [Stage(self.joint_stage, lambda model: list(model.parameters()))]
 
     def loss(self, exit_logits: Sequence[torch.Tensor], labels: torch.Tensor, stage: Stage,
              is_regression: bool, step: int = 0) -> torch.Tensor:
         """Loss over the exits of `stage` (exit_logits[j] is [batch, num_labels], followed by
         the head's signal columns where it has some); `step` is the batch's index in its epoch,
-        from 0 (for schedules such as BERxiT's alternating one)."""
-        raise NotImplementedError
+        from 0 (for schedules such as BERxiT's alternating one). Default: the sum of the exits'
+        losses."""
+        self.check_regression(is_regression)
+        return sum(exit_loss(exit_logits[j], labels, is_regression)
+                   for j in stage.exit_indices(len(exit_logits)))
 
     def route(self, stage: Stage, num_exits: int) -> Route | None:
         """How the hidden states reach the heads and the next layer while `stage` trains a model

@@ -50,7 +50,6 @@ class Cascade(EarlyExitMethod):
                    "whose max probability exceeds the threshold")
     rule = "maxprob"
     sweep_param = "threshold"
-    supports_regression = False
     trains = ("one complete model per depth (static's models, shared with static runs), "
               "chained at inference")
     combines = True

@@ -13,17 +13,8 @@ regression tasks are refused.
 
 from __future__ import annotations
 
-import copy
-from collections.abc import Sequence
-from typing import TYPE_CHECKING, Any
+from eebench.methods.base import EarlyExitMethod, Stage, backbone_then_heads, register_method
 
-from eebench.methods.base import EarlyExitMethod, Stage, exit_loss, register_method
-
-if TYPE_CHECKING:
-    import torch
-    from torch import nn
-
-    from eebench.models.multi_exit import ExitHeads
 
 @register_method("deebert")
 class DeeBERT(EarlyExitMethod):
@@ -31,27 +22,6 @@ class DeeBERT(EarlyExitMethod):
     description = "an off-ramp per layer, two-stage training, exit when entropy < threshold"
     rule = "entropy"
     sweep_param = "threshold"
-    supports_regression = False
-
-    def build_heads(self, config: Any, num_labels: int, num_layers: int, pooler: nn.Module
-                    ) -> ExitHeads:
-        from torch import nn
-
-        from eebench.models.multi_exit import ExitHead, ExitHeads
-
-        ramps = [ExitHead(copy.deepcopy(pooler), config, num_labels) for _ in range(num_layers)]
-        return ExitHeads(nn.ModuleList(ramps), tuple(range(1, num_layers + 1)))
 
     def stages(self) -> list[Stage]:
-        return [
-            Stage("backbone", lambda m: [*m.backbone_parameters(), *m.heads[-1].parameters()],
-                  exits=(-1,)),
-            Stage("off-ramps", lambda m: [p for h in m.heads[:-1] for p in h.parameters()],
-                  exits=slice(None, -1)),  # every off-ramp but the last
-        ]
-
-    def loss(self, exit_logits: Sequence[torch.Tensor], labels: torch.Tensor, stage: Stage,
-             is_regression: bool, step: int = 0) -> torch.Tensor:
-        self.check_regression(is_regression)
-        return sum(exit_loss(exit_logits[j], labels, False)
-                   for j in stage.exit_indices(len(exit_logits)))
+        return backbone_then_heads("off-ramps")

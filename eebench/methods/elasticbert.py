@@ -16,23 +16,19 @@ Classification only by default rule (entropy needs classes).
 
 from __future__ import annotations
 
-import copy
-from collections.abc import Sequence
 from typing import TYPE_CHECKING, Any
 
 from eebench.methods.base import (
     EarlyExitMethod,
     MethodSettings,
     Stage,
-    exit_loss,
     register_method,
 )
 
 if TYPE_CHECKING:
     import torch
-    from torch import nn
 
-    from eebench.models.multi_exit import ExitHeads, Route
+    from eebench.models.multi_exit import Route
 
 
 @register_method("elasticbert")
@@ -43,27 +39,9 @@ class ElasticBERT(EarlyExitMethod):
                    "on entropy (or --rule patience)")
     rule = "entropy"
     sweep_param = "threshold"
-    supports_regression = False
 
     class Settings(MethodSettings):
         gradient_equilibrium: bool = True
-
-    def build_heads(self, config: Any, num_labels: int, num_layers: int, pooler: nn.Module
-                    ) -> ExitHeads:
-        from torch import nn
-
-        from eebench.models.multi_exit import ExitHead, ExitHeads
-
-        heads = [ExitHead(copy.deepcopy(pooler), config, num_labels) for _ in range(num_layers)]
-        return ExitHeads(nn.ModuleList(heads), tuple(range(1, num_layers + 1)))
-
-    def stages(self) -> list[Stage]:
-        return [Stage("joint", lambda model: list(model.parameters()))]
-
-    def loss(self, exit_logits: Sequence[torch.Tensor], labels: torch.Tensor, stage: Stage,
-             is_regression: bool, step: int = 0) -> torch.Tensor:
-        return sum(exit_loss(exit_logits[j], labels, is_regression)
-                   for j in stage.exit_indices(len(exit_logits)))
 
     def route(self, stage: Stage, num_exits: int) -> Route | None:
         if not self.config.gradient_equilibrium:

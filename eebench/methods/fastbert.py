@@ -13,17 +13,19 @@ Classification only (the entropy needs classes).
 
 from __future__ import annotations
 
-import copy
 from collections.abc import Sequence
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING
 
-from eebench.methods.base import EarlyExitMethod, Stage, exit_loss, register_method
+from eebench.methods.base import (
+    EarlyExitMethod,
+    Stage,
+    backbone_then_heads,
+    exit_loss,
+    register_method,
+)
 
 if TYPE_CHECKING:
     import torch
-    from torch import nn
-
-    from eebench.models.multi_exit import ExitHeads
 
 
 @register_method("fastbert")
@@ -33,24 +35,9 @@ class FastBERT(EarlyExitMethod):
                    "frozen backbone; exit on normalised entropy")
     rule = "normalized-entropy"
     sweep_param = "speed"
-    supports_regression = False
-
-    def build_heads(self, config: Any, num_labels: int, num_layers: int, pooler: nn.Module
-                    ) -> ExitHeads:
-        from torch import nn
-
-        from eebench.models.multi_exit import ExitHead, ExitHeads
-
-        heads = [ExitHead(copy.deepcopy(pooler), config, num_labels) for _ in range(num_layers)]
-        return ExitHeads(nn.ModuleList(heads), tuple(range(1, num_layers + 1)))
 
     def stages(self) -> list[Stage]:
-        return [
-            Stage("backbone", lambda m: [*m.backbone_parameters(), *m.heads[-1].parameters()],
-                  exits=(-1,)),
-            Stage("distillation", lambda m: [p for h in m.heads[:-1] for p in h.parameters()],
-                  exits=slice(None, -1)),
-        ]
+        return backbone_then_heads("distillation")
 
     def loss(self, exit_logits: Sequence[torch.Tensor], labels: torch.Tensor, stage: Stage,
              is_regression: bool, step: int = 0) -> torch.Tensor:

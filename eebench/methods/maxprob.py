@@ -15,8 +15,6 @@ temperatures. Classification only (a softmax over one output is always 1).
 
 from __future__ import annotations
 
-import copy
-from collections.abc import Sequence
 from typing import TYPE_CHECKING, Any
 
 from pydantic import Field
@@ -24,8 +22,6 @@ from pydantic import Field
 from eebench.methods.base import (
     EarlyExitMethod,
     MethodSettings,
-    Stage,
-    exit_loss,
     register_method,
 )
 
@@ -33,7 +29,6 @@ if TYPE_CHECKING:
     import torch
     from torch import nn
 
-    from eebench.models.multi_exit import ExitHeads
     from eebench.models.outputs import ExitOutputs
 
 LOG_T_BOUNDS = (-3.0, 3.0)  # T in [e^-3, e^3] = [0.05, 20]
@@ -47,32 +42,19 @@ class MaxProb(EarlyExitMethod):
     rule = "calibrated-maxprob"
     provides = frozenset({"temperatures"})
     sweep_param = "threshold"
-    supports_regression = False
 
     class Settings(MethodSettings):
         # share of the (subsampled) training split held out to fit the temperatures
         calibration_fraction: float = Field(0.1, gt=0, lt=0.5)
 
-    def build_heads(self, config: Any, num_labels: int, num_layers: int, pooler: nn.Module
-                    ) -> ExitHeads:
-        from torch import nn
+    def shares_pooler(self) -> bool:
+        return True  # the pretrained pooler on every layer, as in BERT
 
+    def make_head(self, pooler: nn.Module, config: Any, num_labels: int, own_pooler: bool
+                  ) -> nn.Module:
         from eebench.models.heads import CalibratedHead
-        from eebench.models.multi_exit import ExitHeads
 
-        shared = copy.deepcopy(pooler)  # the pretrained pooler on every layer, as in BERT
-        heads = [CalibratedHead(shared, config, num_labels, own_pooler=(i == 0))
-                 for i in range(num_layers)]
-        return ExitHeads(nn.ModuleList(heads), tuple(range(1, num_layers + 1)))
-
-    def stages(self) -> list[Stage]:
-        return [Stage("joint", lambda model: list(model.parameters()))]
-
-    def loss(self, exit_logits: Sequence[torch.Tensor], labels: torch.Tensor, stage: Stage,
-             is_regression: bool, step: int = 0) -> torch.Tensor:
-        self.check_regression(is_regression)
-        return sum(exit_loss(exit_logits[j], labels, False)
-                   for j in stage.exit_indices(len(exit_logits)))
+        return CalibratedHead(pooler, config, num_labels, own_pooler=own_pooler)
 
     def calibration_fraction(self) -> float:
         return self.config.calibration_fraction

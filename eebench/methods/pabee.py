@@ -18,9 +18,8 @@ the authors' code. Regression compares successive outputs with `regression_thres
 
 from __future__ import annotations
 
-import copy
 from collections.abc import Sequence
-from typing import TYPE_CHECKING, Any, Literal
+from typing import TYPE_CHECKING, Literal
 
 from pydantic import Field
 
@@ -34,9 +33,6 @@ from eebench.methods.base import (
 
 if TYPE_CHECKING:
     import torch
-    from torch import nn
-
-    from eebench.models.multi_exit import ExitHeads
 
 
 @register_method("pabee")
@@ -55,27 +51,8 @@ class PABEE(EarlyExitMethod):
         shared_pooler: bool = True  # one pooler for every exit (the paper), or one per exit
         RECORDED_WHEN_CHANGED = ("loss_weights", "shared_pooler")  # added after the paper runs
 
-    def build_heads(self, config: Any, num_labels: int, num_layers: int, pooler: nn.Module
-                    ) -> ExitHeads:
-        from torch import nn
-
-        from eebench.models.multi_exit import ExitHead, ExitHeads
-
-        layers = self.head_layers(num_layers)
-        if self.config.shared_pooler:
-            shared = copy.deepcopy(pooler)  # one module: head 0 owns it, the others reuse it
-            heads = [ExitHead(shared, config, num_labels, own_pooler=(i == 0))
-                     for i in range(len(layers))]
-        else:  # each exit its own copy of the pretrained pooler
-            heads = [ExitHead(copy.deepcopy(pooler), config, num_labels) for _ in layers]
-        return ExitHeads(nn.ModuleList(heads), layers)
-
-    def head_layers(self, num_layers: int) -> tuple[int, ...]:
-        """The layers with an exit after them: every one."""
-        return tuple(range(1, num_layers + 1))
-
-    def stages(self) -> list[Stage]:
-        return [Stage("joint", lambda model: list(model.parameters()))]
+    def shares_pooler(self) -> bool:
+        return self.config.shared_pooler  # one pooler for every exit (the paper), or a copy each
 
     def loss(self, exit_logits: Sequence[torch.Tensor], labels: torch.Tensor, stage: Stage,
              is_regression: bool, step: int = 0) -> torch.Tensor:

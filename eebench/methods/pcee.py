@@ -30,7 +30,6 @@ class PCEE(PABEE):
                    "confident exits (normalised entropy < threshold)")
     rule = "confident-patience"
     sweep_param = "patience+threshold"
-    supports_regression = False
 
     class Settings(MethodSettings):  # PABEE's, less its regression threshold (no regression)
         loss_weights: Literal["layer", "equal", "descending"] = "layer"

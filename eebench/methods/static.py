@@ -14,7 +14,7 @@ what the ELUE score's reference curve is built from.
 from __future__ import annotations
 
 from collections.abc import Sequence
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING
 
 from pydantic import Field
 
@@ -30,9 +30,7 @@ from eebench.methods.base import (
 
 if TYPE_CHECKING:
     import torch
-    from torch import nn
 
-    from eebench.models.multi_exit import ExitHeads
     from eebench.rules.base import ExitRule
     from eebench.rules.catalog import ModelFacts
 
@@ -43,6 +41,7 @@ class Static(EarlyExitMethod):
              "NAACL 2022")
     description = "first k layers + one classifier after layer k; each k fine-tuned separately"
     sweep_param = "layers"
+    joint_stage = "fine-tune"
     trains = "one model per sweep value (k = 1..L)"
 
     class Settings(MethodSettings):
@@ -61,16 +60,8 @@ class Static(EarlyExitMethod):
             raise UsageError(f"static: layers={k} but the backbone has {available} layers")
         return available if k is None else k
 
-    def build_heads(self, config: Any, num_labels: int, num_layers: int, pooler: nn.Module
-                    ) -> ExitHeads:
-        from torch import nn
-
-        from eebench.models.multi_exit import ExitHead, ExitHeads
-
-        return ExitHeads(nn.ModuleList([ExitHead(pooler, config, num_labels)]), (num_layers,))
-
-    def stages(self) -> list[Stage]:
-        return [Stage("fine-tune", lambda model: list(model.parameters()))]
+    def head_layers(self, num_layers: int) -> tuple[int, ...]:
+        return (num_layers,)  # one classifier, after the last layer kept
 
     def loss(self, exit_logits: Sequence[torch.Tensor], labels: torch.Tensor, stage: Stage,
              is_regression: bool, step: int = 0) -> torch.Tensor:

@@ -13,14 +13,13 @@ Classification only.
 
 from __future__ import annotations
 
-from collections.abc import Sequence
 from itertools import pairwise
 from typing import TYPE_CHECKING
 
 from pydantic import field_validator
 
 from eebench.errors import UsageError
-from eebench.methods.base import MethodSettings, Stage, exit_loss, register_method
+from eebench.methods.base import EarlyExitMethod, MethodSettings, Stage, register_method
 from eebench.methods.pabee import PABEE
 
 if TYPE_CHECKING:
@@ -37,7 +36,6 @@ class SWEET(PABEE):
                    "layers (detached between exits); exit on max probability")
     rule = "maxprob"
     sweep_param = "threshold"
-    supports_regression = False
 
     class Settings(MethodSettings):  # its loss is its own: of PABEE's settings, the pooler's
         shared_pooler: bool = True  # the authors' one BERT pooler for every exit
@@ -62,11 +60,7 @@ class SWEET(PABEE):
                              f"{num_layers} layers", hint="set exit_layers to layers it has")
         return tuple(layers)
 
-    def loss(self, exit_logits: Sequence[torch.Tensor], labels: torch.Tensor, stage: Stage,
-             is_regression: bool, step: int = 0) -> torch.Tensor:
-        self.check_regression(is_regression)
-        return sum(exit_loss(exit_logits[j], labels, False)
-                   for j in stage.exit_indices(len(exit_logits)))
+    loss = EarlyExitMethod.loss  # each exit's loss, unweighted (not PABEE's weights)
 
     def route(self, stage: Stage, num_exits: int) -> Route:
         return detach_after_exit
