@@ -100,7 +100,6 @@ class EarlyExitMethod:
     rule: ClassVar[str] = ""  # its exit rule (eebench rules); "" for single-exit models
     # What its trained models give a rule besides logits: "temperatures", "exit-score" (NEEDS).
     provides: ClassVar[frozenset[str]] = frozenset()
-    sweep_param: ClassVar[str] = ""  # e.g. "threshold", "patience", "layers"
     joint_stage: ClassVar[str] = "joint"  # the name of the one stage of `stages()`' default
     # What `variants` trains, in words (`eebench methods` shows it).
     trains: ClassVar[str] = "one model"
@@ -121,6 +120,12 @@ class EarlyExitMethod:
                 f"method {self.name!r}: setting {'.'.join(map(str, err['loc']))}: {err['msg']}",
                 hint=f"its settings are: {known}" if err["type"] == "extra_forbidden" else None,
             ) from None
+
+    @property
+    def sweep_param(self) -> str:
+        """What its sweep values are: its rule's parameter (e.g. "threshold", "patience"); a
+        subclass may name it otherwise (`sweep_param = "layers"`, FastBERT's "speed")."""
+        return self.rule_kind().sweep_param if self.rule else ""
 
     @property
     def supports_regression(self) -> bool:

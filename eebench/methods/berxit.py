@@ -35,7 +35,6 @@ class BERxiT(EarlyExitMethod):
                    "layer; exit when it predicts no error")
     rule = "learned"
     provides = frozenset({"exit-score"})
-    sweep_param = "threshold"
 
     def build_heads(self, config: Any, num_labels: int, num_layers: int, pooler: nn.Module
                     ) -> ExitHeads:

@@ -49,7 +49,6 @@ class Cascade(EarlyExitMethod):
     description = ("complete models of growing depth run in turn; a sample stops at the first "
                    "whose max probability exceeds the threshold")
     rule = "maxprob"
-    sweep_param = "threshold"
     trains = ("one complete model per depth (static's models, shared with static runs), "
               "chained at inference")
     combines = True

@@ -21,7 +21,6 @@ class DeeBERT(EarlyExitMethod):
     paper = "Xin et al., DeeBERT: Dynamic Early Exiting for Accelerating BERT Inference, ACL 2020"
     description = "an off-ramp per layer, two-stage training, exit when entropy < threshold"
     rule = "entropy"
-    sweep_param = "threshold"
 
     def stages(self) -> list[Stage]:
         return backbone_then_heads("off-ramps")

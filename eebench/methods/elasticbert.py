@@ -38,7 +38,6 @@ class ElasticBERT(EarlyExitMethod):
     description = ("a classifier per layer, all trained at once with gradient equilibrium; exit "
                    "on entropy (or --rule patience)")
     rule = "entropy"
-    sweep_param = "threshold"
 
     class Settings(MethodSettings):
         gradient_equilibrium: bool = True

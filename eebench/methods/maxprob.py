@@ -41,7 +41,6 @@ class MaxProb(EarlyExitMethod):
     description = "a classifier per layer, trained jointly, calibrated; exit on max probability"
     rule = "calibrated-maxprob"
     provides = frozenset({"temperatures"})
-    sweep_param = "threshold"
 
     class Settings(MethodSettings):
         # share of the (subsampled) training split held out to fit the temperatures

@@ -41,7 +41,6 @@ class PABEE(EarlyExitMethod):
              "NeurIPS 2020")
     description = "shared pooler + classifier per layer, weighted loss, exit on patience"
     rule = "patience"
-    sweep_param = "patience"
 
     class Settings(MethodSettings):
         regression_threshold: float = Field(0.1, ge=0)  # |delta| below which scores are equal

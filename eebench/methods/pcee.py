@@ -29,7 +29,6 @@ class PCEE(PABEE):
     description = ("PABEE's heads and weighted loss; exit after `patience` consecutive "
                    "confident exits (normalised entropy < threshold)")
     rule = "confident-patience"
-    sweep_param = "patience+threshold"
 
     class Settings(MethodSettings):  # PABEE's, less its regression threshold (no regression)
         loss_weights: Literal["layer", "equal", "descending"] = "layer"

@@ -35,7 +35,6 @@ class SWEET(PABEE):
     description = ("a classifier per layer; each exit's loss trains only its own block of "
                    "layers (detached between exits); exit on max probability")
     rule = "maxprob"
-    sweep_param = "threshold"
 
     class Settings(MethodSettings):  # its loss is its own: of PABEE's settings, the pooler's
         shared_pooler: bool = True  # the authors' one BERT pooler for every exit
