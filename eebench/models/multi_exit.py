@@ -256,9 +256,8 @@ class MultiExitModel(nn.Module):
     @torch.no_grad()
     def previous_states(self, hidden: torch.Tensor, attention_mask: torch.Tensor | None = None
                         ) -> list[Any]:
-        """The state each head reads when every head runs in turn on `hidden` (None for all
-        where no head reads one): what the FLOP counter gives a head that reads its previous
-        exit's state, so that it is costed as it runs."""
+        """The state each head reads when all run in turn on `hidden` (all None where no head
+        reads one): what the FLOP counter gives each head, so that it is costed as it runs."""
         states: list[Any] = [None] * self.num_exits
         if not self.stateful:
             return states
