@@ -14,7 +14,12 @@ A run directory `runs/<model>/<method>[+<rule>]/<task>/<config-hash>/` holds
 - `summary.json`       RunSummary: the run at a glance, and its variants: the models it trained
                        (one for a joint method, one per k for static), each with its exit
                        layers, hidden size, pooling and the key of its logits
-                       (`exit_logits` [E, N, C], or `exit_logits_<variant>` per variant)
+                       (`exit_logits` [E, N, C], or `exit_logits_<variant>` per variant),
+                       the temperatures and settings its rule read; and the rule itself (its
+                       name, comparison, whether the task is a regression). With each point's
+                       sweep value and the stored logits and signals (`<logits key>.<signal>`
+                       [E, N]), that is everything needed to rebuild every stored decision from
+                       the directory alone (eebench.run.rederive)
 
 Metrics are in percent (ELUE's unit), FLOPs are per sample with the convention recorded.
 Runs written by earlier versions are read through `upgrade`, the one place that knows their
@@ -49,7 +54,7 @@ M = TypeVar("M", bound=BaseModel)
 
 CONFIG_SCHEMA_VERSION = 1  # part of the run directory's hash: changing it renames every run
 POINTS_SCHEMA_VERSION = 2  # 2: each point names its variant
-SUMMARY_SCHEMA_VERSION = 2  # 2: the variants
+SUMMARY_SCHEMA_VERSION = 3  # 2: the variants; 3: the rule and what it read (temperatures...)
 
 CONFIG_FILE = "config.json"
 ENV_FILE = "env.json"
@@ -61,6 +66,15 @@ SUMMARY_FILE = "summary.json"
 
 class _Data(BaseModel):
     model_config = ConfigDict(extra="forbid", protected_namespaces=())
+
+
+def _left_out(data: dict[str, Any], model: BaseModel, names: tuple[str, ...]) -> dict[str, Any]:
+    """Fields added to a record after runs were written, left out while at their default (None):
+    a record that does not use them reads as it did."""
+    for name in names:
+        if getattr(model, name) is None:
+            data.pop(name, None)
+    return data
 
 
 class Timing(_Data):
@@ -188,15 +202,28 @@ class RunConfig(_Data):
 
     @model_serializer(mode="wrap")
     def _unset_fields_left_out(self, handler: Any) -> dict[str, Any]:
-        data = handler(self)
-        for name in ("train_task", "rule"):
-            if getattr(self, name) is None:
-                data.pop(name, None)
-        return data
+        return _left_out(handler(self), self, ("train_task", "rule"))
+
+
+class RuleRecord(_Data):
+    """The exit rule a run's points were decided by, as the run used it (with each point's sweep
+    value in points.jsonl and each variant's record: what eebench.run.rederive rebuilds it from).
+    """
+
+    # a rule of `eebench rules`; None: single-exit models, every sample exits at its model's exit
+    name: str | None
+    # how the rule's quantity meets its threshold ("<", "<=", ">=", ">"), as the rule tested it
+    comparison: str | None = None
+    # None: not recorded (runs before summary schema 3); a model with one output is a regression
+    is_regression: bool | None = None
+
+    @model_serializer(mode="wrap")
+    def _unset_fields_left_out(self, handler: Any) -> dict[str, Any]:
+        return _left_out(handler(self), self, ("comparison", "is_regression"))
 
 
 class VariantRecord(_Data):
-    """One trained model of a run: what its points ran through."""
+    """One trained model of a run: what its points ran through, and what its rule read of it."""
 
     name: str
     sweep_values: list[float]
@@ -208,6 +235,17 @@ class VariantRecord(_Data):
     # Exit j is a complete model of depth exit_layers[j] run after models 1..j-1 (a cascade):
     # a sample that exits there ran each of them whole.
     chained: bool = False
+    # What the rule read of the model besides its stored logits and signals (None: nothing, or
+    # not recorded by runs before summary schema 3): a temperature per exit, fit after training
+    # (maxprob's calibrated heads), and where a recorded value came from when it is not the
+    # model itself (a one-off recovery names its evidence); the method settings the model held.
+    temperatures: list[float] | None = None
+    temperatures_source: str | None = None
+    settings: dict[str, Any] | None = None
+
+    @model_serializer(mode="wrap")
+    def _unset_fields_left_out(self, handler: Any) -> dict[str, Any]:
+        return _left_out(handler(self), self, ("temperatures", "temperatures_source", "settings"))
 
 
 class RunSummary(_Data):
@@ -230,6 +268,13 @@ class RunSummary(_Data):
     # resumed from a checkpoint counts what was left); None for runs from before it was recorded.
     wall_seconds: float | None = None
     finished: bool = True
+    # The exit rule its points were decided by; None: not known (a plugin method's run written
+    # before summary schema 3)
+    rule: RuleRecord | None = None
+
+    @model_serializer(mode="wrap")
+    def _unset_fields_left_out(self, handler: Any) -> dict[str, Any]:
+        return _left_out(handler(self), self, ("rule",))
 
     def variant(self, name: str) -> VariantRecord:
         for v in self.variants:
@@ -344,6 +389,19 @@ def _read_lines(path: Path) -> list[tuple[int, dict]]:
     return out
 
 
+# What summaries before schema 3 did not record: the rule each built-in method's points were
+# decided by, and how each built-in rule met its threshold (the rules' code then; runs record
+# it since, from the rule's own `comparison` where it declares one). A run of any other method
+# (a plugin's) keeps `rule` unknown.
+RULES_BEFORE_SCHEMA_3 = {
+    "static": None, "deebert": "entropy", "pabee": "patience", "maxprob": "calibrated-maxprob",
+    "fastbert": "normalized-entropy", "berxit": "learned", "pcee": "confident-patience",
+    "elasticbert": "entropy", "sweet": "maxprob", "cascade": "maxprob"}
+COMPARISONS_BEFORE_SCHEMA_3 = {
+    "entropy": "<", "normalized-entropy": "<", "maxprob": ">=", "calibrated-maxprob": ">=",
+    "patience": ">=", "confident-patience": "<", "learned": "<"}
+
+
 def upgrade(config: RunConfig, points: list[dict], summary: dict | None
             ) -> tuple[list[dict], dict | None]:
     """Points and summary of a run written by an earlier version, in today's schemas.
@@ -352,6 +410,10 @@ def upgrade(config: RunConfig, points: list[dict], summary: dict | None
     trained more than one model, one per k = its sweep value, with one exit after layer k and its
     logits under `exit_logits_k<k>`; every other method trained one model with an exit after
     each of its layers. The hidden size was not recorded.
+
+    Summaries of schema 2 do not record their rule: a built-in method's is its rule then
+    (RULES_BEFORE_SCHEMA_3, or the run's `rule`), with the comparison that rule tested then;
+    nor what the rule read of the model (temperatures: not recorded, left None).
     """
     several = config.method == "static"
     out = []
@@ -365,11 +427,16 @@ def upgrade(config: RunConfig, points: list[dict], summary: dict | None
         values = config.sweep
         names = [f"k{int(k)}" for k in values] if several else [JOINT]
         checkpoints = list(summary.pop("checkpoints", None) or [])
-        summary = {**summary, "schema_version": SUMMARY_SCHEMA_VERSION, "variants": [
+        summary = {**summary, "schema_version": 2, "variants": [
             {"name": name, "sweep_values": [k] if several else values,
              "exit_layers": [int(k)] if several else list(range(1, depth + 1)),
              "hidden_size": None, "pooling": config.pooling,
              "logits_key": f"exit_logits_{name}" if several else "exit_logits",
              "checkpoint": checkpoints[i] if i < len(checkpoints) else None}
             for i, (name, k) in enumerate(zip(names, values if several else [None]))]}
+    if summary is not None and summary.get("schema_version", 1) < 3:
+        summary = {**summary, "schema_version": SUMMARY_SCHEMA_VERSION}
+        if config.rule is not None or config.method in RULES_BEFORE_SCHEMA_3:
+            rule = config.rule or RULES_BEFORE_SCHEMA_3[config.method]
+            summary["rule"] = {"name": rule, "comparison": COMPARISONS_BEFORE_SCHEMA_3.get(rule)}
     return out, summary

@@ -98,6 +98,17 @@ def rule_for(cfg: R.RunConfig, variant: Variant, facts: ModelFacts
     return kind.sweep_param, build
 
 
+def rule_record(cfg: R.RunConfig, method: Any, spec: TaskSpec) -> R.RuleRecord:
+    """The rule a run's points are decided by, as the run directory records it: its name (None
+    for single-exit models), how it meets its threshold, and whether the task is a regression."""
+    name = cfg.rule or method.rule or None
+    comparison = None
+    if name is not None:
+        comparison = getattr(get_rule(name), "comparison", None) or \
+            R.COMPARISONS_BEFORE_SCHEMA_3.get(name)
+    return R.RuleRecord(name=name, comparison=comparison, is_regression=spec.is_regression)
+
+
 def evaluate_variant(cfg: R.RunConfig, variant: Variant, spec: TaskSpec, ckpt_dir: Path,
                      eval_ex, full_layers: int, opts) -> Measured:
     """One trained model of a run, measured: its full pass, then its sweep."""
@@ -168,9 +179,13 @@ def sweep_variant(cfg: R.RunConfig, variant: Variant, spec: TaskSpec, fp: FullPa
         labels = np.asarray(out.labels)
         arrays["labels"] = labels if spec.is_regression else labels.astype(np.int16)
     # one row per point; the caller concatenates variants along the point axis
+    # and what the rule read of the model, so that every decision re-derives from the run alone
+    temperatures = fp.facts.temperatures
     structure = {"exit_layers": list(model.exit_layers),
                  "hidden_size": int(model.config.hidden_size), "pooling": model.pooling,
-                 "chained": hasattr(model, "cascade")}
+                 "chained": hasattr(model, "cascade"),
+                 "temperatures": None if temperatures is None else [float(t) for t in temperatures],
+                 "settings": dict(fp.facts.settings)}
     return Measured(points, arrays, logits_np, structure,
                     {k: v.numpy() for k, v in out.signals.items()})
 

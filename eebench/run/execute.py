@@ -160,7 +160,7 @@ def _execute(cfgs: list[R.RunConfig], opts: RunOptions, run_dirs: list[Path]) ->
     variants = method.variants(cfg.sweep if cfg.rule is None else [])
     full_layers = backbone_layers(cfg.model)
 
-    from eebench.run.evaluate import full_pass, sweep_variant
+    from eebench.run.evaluate import full_pass, rule_record, sweep_variant
 
     results = [_Results() for _ in cfgs]
     for variant in variants:
@@ -181,6 +181,7 @@ def _execute(cfgs: list[R.RunConfig], opts: RunOptions, run_dirs: list[Path]) ->
         atomic_write_text(run_dir / R.IDS_FILE, R.ids_text(eval_ex.ids, eval_ex.source))
         R.write_points(run_dir / R.POINTS_FILE, res.points)
         summary = _summary(c, run_dir, res.points, len(eval_ex), res.records)
+        summary.rule = rule_record(c, method, spec)
         summary.files = R.file_hashes(run_dir)  # the summary vouches for what was written
         summary.wall_seconds = round(time.perf_counter() - started, 1)
         write_json(run_dir / R.SUMMARY_FILE, summary)

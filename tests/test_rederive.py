@@ -1,0 +1,165 @@
+"""Runs are self-contained: every stored decision re-derives from the run directory alone.
+
+A point's decisions (each sample's exit layer and prediction) are rebuilt from the run's own
+files (the rule its summary records, the point's sweep value, the variant's temperatures and
+settings, the stored logits and signals) and compared sample by sample with what was stored:
+for every run a fresh `eebench run` writes, and for every committed run of the benchmark.
+"""
+
+from __future__ import annotations
+
+import json
+import shutil
+from pathlib import Path
+
+import pytest
+from safetensors.numpy import load_file, save_file
+from typer.testing import CliRunner
+
+from eebench.cli import app
+from eebench.errors import DataError
+from eebench.run import artifacts as R
+from eebench.run.rederive import rederive
+from tests import tiny
+
+ROOT = Path(__file__).resolve().parent.parent
+RESULTS = ROOT / "benchmarks" / "results"
+# Filled by a benchmark while it runs: its runs are checked once they are committed.
+IN_PROGRESS = {"recipes-minilm"}
+COMMITTED = sorted(p.parent for p in RESULTS.rglob(R.SUMMARY_FILE)
+                   if p.relative_to(RESULTS).parts[0] not in IN_PROGRESS)
+
+runner = CliRunner()
+
+
+@pytest.fixture(scope="module")
+def backbone(tmp_path_factory):
+    return tiny.save_tiny_backbone(tmp_path_factory.mktemp("tiny-bert"), num_layers=3)
+
+
+def _runs(tmp_path, backbone, data_dir, *extra, task="rte") -> dict[str, Path]:
+    args = ["run", "--task", task, "--model", str(backbone), "--data-dir", str(data_dir),
+            "--max-train-samples", "40", "--epochs", "1", "--max-seq-length", "48",
+            "--max-eval-samples", "24", "--no-timing", "--out", str(tmp_path / "runs"),
+            "--checkpoints", str(tmp_path / "ckpt"), "--json", *extra]
+    result = runner.invoke(app, args)
+    assert result.exit_code == 0, result.output + str(result.exception)
+    out = json.loads(result.stdout)
+    return {o["points"][0]["method"]: Path(o["run_dir"])
+            for o in (out if isinstance(out, list) else [out])}
+
+
+def _rederives(run_dir: Path) -> None:
+    found = rederive(run_dir)
+    assert found.ok, found.mismatches[:3]
+    assert found.points == len(R.read_run(run_dir).points) and found.samples > 0
+
+
+def test_a_calibrated_run_records_its_temperatures_and_re_derives(tmp_path, backbone, data_dir):
+    """maxprob's temperatures live in its checkpoint; the run directory records them too, with
+    the rule and its comparison, so that every decision re-derives without the checkpoint."""
+    from eebench.train.checkpoint import load_trained
+
+    runs = _runs(tmp_path, backbone, data_dir, "--method", "maxprob", "--rule", "maxprob")
+    assert set(runs) == {"maxprob", "maxprob+maxprob"}
+    for label, run_dir in runs.items():
+        summary = R.read_run(run_dir).summary
+        [variant] = summary.variants
+        model = load_trained(Path(variant.checkpoint))[0]
+        assert variant.temperatures == model.temperatures()  # the model has them, either rule
+        assert variant.temperatures_source is None  # they are the model's own
+        assert variant.settings == {"calibration_fraction": 0.1}
+        name = "calibrated-maxprob" if label == "maxprob" else "maxprob"
+        assert summary.rule == R.RuleRecord(name=name, comparison=">=", is_regression=False)
+        _rederives(run_dir)
+    shutil.rmtree(tmp_path / "ckpt")  # the checkpoint is not needed to re-derive
+    for run_dir in runs.values():
+        _rederives(run_dir)
+
+
+@pytest.mark.parametrize(("method", "task"), [("berxit", "rte"), ("static", "rte"),
+                                              ("pabee", "stsb")])
+def test_signals_single_exit_models_and_regression_re_derive(tmp_path, backbone, data_dir,
+                                                              method, task):
+    """BERxiT's learned exit score (a stored signal), static's one exit per model (no rule), and
+    a regression task (PABEE's threshold on the change, a method setting)."""
+    extra = ["--sweep", "1,3"] if method == "static" else []
+    [run_dir] = _runs(tmp_path, backbone, data_dir, "--method", method, *extra,
+                      task=task).values()
+    summary = R.read_run(run_dir).summary
+    assert summary.rule.name == {"berxit": "learned", "static": None, "pabee": "patience"}[method]
+    assert summary.rule.is_regression == (task == "stsb")
+    if method == "pabee":
+        assert summary.variants[0].settings["regression_threshold"] == 0.1
+    _rederives(run_dir)
+
+
+def test_a_decision_that_differs_is_found_and_a_missing_temperature_named(tmp_path):
+    """The check has teeth: one stored exit layer changed is one mismatch naming its point; a
+    calibrated run without its temperatures is one line saying so."""
+    run_dir = tmp_path / "run"
+    shutil.copytree(next(d for d in COMMITTED if "/deebert/" in str(d)), run_dir)
+    arrays = load_file(str(run_dir / R.PREDICTIONS_FILE))
+    row = 3
+    exits = arrays["exit_layer"]
+    exits[row, 5] = 1 if exits[row, 5] != 1 else 2
+    save_file(arrays, str(run_dir / R.PREDICTIONS_FILE))
+    found = rederive(run_dir)
+    assert len(found.mismatches) == 1 and f"point {row + 1} " in found.mismatches[0]
+    assert "1 of" in found.mismatches[0]
+
+    calibrated = tmp_path / "calibrated"
+    shutil.copytree(next(d for d in COMMITTED if "/maxprob/" in str(d)), calibrated)
+    summary = json.loads((calibrated / R.SUMMARY_FILE).read_text())
+    for v in summary["variants"]:
+        v.pop("temperatures", None)
+    (calibrated / R.SUMMARY_FILE).write_text(json.dumps(summary))
+    with pytest.raises(DataError, match="read temperatures that the run does not record"):
+        rederive(calibrated)
+
+
+def test_older_summaries_read_with_their_rule_and_new_fields_stay_out_at_their_default():
+    """A summary written before runs recorded their rule reads with the rule its method used
+    then; a record that does not use the new fields serialises without them."""
+    cfg = R.RunConfig(model="m", method="pabee", task="rte", split="dev", seed=1, sweep=[1.0],
+                      max_seq_length=8, flops_convention="mac2-matmul")
+    old = {"schema_version": 2, "model": "m", "method": "pabee", "task": "rte", "split": "dev",
+           "seed": 1, "config_hash": "x", "n_samples": 1, "num_points": 1, "variants": [
+               {"name": "all", "sweep_values": [1.0], "exit_layers": [1, 2], "hidden_size": 8,
+                "pooling": "cls", "logits_key": "exit_logits"}]}
+    _, summary = R.upgrade(cfg, [], old)
+    parsed = R.RunSummary.model_validate(summary)
+    assert parsed.rule == R.RuleRecord(name="patience", comparison=">=")
+    _, summary = R.upgrade(cfg.model_copy(update={"rule": "entropy"}), [], old)
+    assert summary["rule"] == {"name": "entropy", "comparison": "<"}
+    _, summary = R.upgrade(cfg.model_copy(update={"method": "a-plugins"}), [], old)
+    assert "rule" not in summary  # unknown: such a run does not re-derive
+    dumped = parsed.model_dump(mode="json")
+    assert dumped["rule"] == {"name": "patience", "comparison": ">="}
+    new = {"temperatures", "temperatures_source", "settings"}
+    assert set(old["variants"][0]) <= set(dumped["variants"][0]) and not new & set(
+        dumped["variants"][0])
+    assert "rule" not in parsed.model_copy(update={"rule": None}).model_dump(mode="json")
+
+
+def test_every_committed_benchmark_folder_is_checked():
+    folders = {d.relative_to(RESULTS).parts[0] for d in COMMITTED}
+    assert folders == {p.name for p in RESULTS.iterdir() if p.is_dir()} - IN_PROGRESS
+    assert any(R.read_run(d).config.split == "test" for d in COMMITTED)  # no labels stored
+
+
+@pytest.mark.slow
+def test_every_stored_decision_of_every_committed_run_re_derives():
+    """Every committed run (test splits included: no labels, the decisions still re-derive),
+    from its own files; the calibrated max-prob runs from the temperatures they record."""
+    failures, points = [], 0
+    for run_dir in COMMITTED:
+        try:
+            found = rederive(run_dir)
+        except DataError as e:
+            failures.append(e.message)
+            continue
+        failures += found.mismatches
+        points += found.points
+    assert not failures, "\n".join(failures[:10])
+    assert points > 3000
