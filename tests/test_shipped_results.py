@@ -59,13 +59,40 @@ def test_static_runs_score_zero_against_the_shipped_reference():
         assert label == "pabee" and all(abs(v) > 0 for v in per_task.values())
 
 
-@pytest.mark.parametrize("script", ["report_pabee_ablation.py", "report_sweet_exits.py",
-                                    "report_quality.py", "report_difficulty.py"])
-def test_generated_block_is_what_its_runs_give(script, data_dir):
-    """docs/results.md's generated blocks (the ablations, quality, input difficulty) are rebuilt,
-    unchanged, from the committed runs (and the data, for the difficulty block's texts)."""
-    out = subprocess.run([sys.executable, str(ROOT / "benchmarks" / script), "--no-write",
-                          *(["--data-dir", str(data_dir)] if script == "report_difficulty.py"
-                            else [])], capture_output=True, text=True, check=True).stdout
-    doc = (ROOT / "docs" / "results.md").read_text()
-    assert out.strip() in doc
+def _blocks():
+    sys.path.insert(0, str(ROOT / "benchmarks"))
+    from reports import BLOCKS
+
+    return BLOCKS
+
+
+@pytest.fixture(scope="module")
+def context(data_dir):
+    from eebench.api.reports import Context
+
+    return Context(root=ROOT, data_dir=data_dir)  # runs loaded once for every block
+
+
+@pytest.mark.parametrize("name", [pytest.param(b.name, marks=pytest.mark.slow)
+                                  if b.kind == "elue-benchmark" else b.name for b in _blocks()])
+def test_generated_block_is_what_its_runs_give(name, context):
+    """Every report block of docs/results.md (and docs/benchmarks.md) is rebuilt, byte for byte,
+    from the committed runs by its declaration (and the data, for the difficulty block's texts);
+    nothing is written."""
+    from eebench.api.reports import build, generate
+
+    [block] = [b for b in _blocks() if b.name == name]
+    doc = (ROOT / block.doc).read_text(encoding="utf-8")
+    assert generate(_blocks(), context, [name], check=True) == []
+    assert build(block, context) in doc
+    assert (ROOT / block.doc).read_text(encoding="utf-8") == doc
+
+
+def test_report_check_passes_on_the_shipped_documents(data_dir):
+    """`python benchmarks/report.py --check` (here on the quick blocks) exits 0: nothing would
+    change."""
+    out = subprocess.run([sys.executable, str(ROOT / "benchmarks" / "report.py"), "--check",
+                          "--block", "shift", "--block", "mpnet-cost",
+                          "--data-dir", str(data_dir)], capture_output=True, text=True)
+    assert out.returncode == 0, out.stderr
+    assert "up to date" in out.stderr

@@ -1,0 +1,234 @@
+"""The report blocks of docs/results.md (and of docs/benchmarks.md), declared: which runs, which
+kind of tables, which text, where. `python benchmarks/report.py` builds them
+(eebench.api.reports); a block's kind is the code that turns its runs into the values of its text.
+Paragraphs of a text are unwrapped on the page; each {name} is a value the kind fills in.
+"""
+
+from __future__ import annotations
+
+from eebench.api.reports import Block, Runs
+
+RESULTS = "benchmarks/results"
+MINILM = Runs(folder=f"{RESULTS}/elue-minilm")
+REFERENCE = "leaderboard/references/minilm-l6-static.json"
+CLASSIC = ["static", "deebert", "pabee"]  # on every task of the config
+# the field's other methods, on these tasks (benchmarks/elue_minilm.sh)
+FIELD = ["maxprob", "fastbert", "pcee", "elasticbert", "sweet", "berxit", "cascade"]
+
+ELUE_PAGE = """\
+Built by `python benchmarks/report_elue_minilm.py` from **{n_runs} of {n_jobs} runs** of
+`benchmarks/elue-minilm.toml`{pending} (`benchmarks/results/elue-minilm/`, one directory per
+method, task and seed, each with its config, points, per-sample predictions and summary).
+Hardware: {hardware}, one thread per run, two runs at a time.
+
+## Budget
+
+MiniLM-L6 (all-MiniLM-L6-v2, 6 layers, hidden 384), mean-pooled exit heads, lr {lr:g}, batch
+{batch_size}, {precision} autocast, length-grouped batches, seeds {seeds}. Training examples are
+a seeded subset of the training split; scores are on the dev split (the labelled test sets are
+withheld).
+
+{budget}
+
+## ELUE scores
+
+Mean over a method's operating points of (its metric − the reference curve at its FLOPs), in
+points; the reference is the static first-k-layer models of these very runs
+(`leaderboard/references/minilm-l6-static.json`, seed-averaged), so static scores 0 by
+construction. Curve held flat outside its FLOPs range (`clamp`). With more than one seed, ± is
+the standard deviation of the score of each seed's points on their own; static's spread around 0
+is the noise floor.
+
+{elue}
+
+## Full model, best point, ensemble
+
+The full model is static k = 6. *Best* is a method's best seed-averaged point (at its MFLOPs).
+The ensemble averages every exit's class probabilities (regression: outputs) on every sample: the
+upper bound of a multi-exit model that never exits early.
+
+{summary}
+
+## Significance (paired bootstrap)
+
+Per task, A − B in per-sample accuracy (not the main metric where that is MCC or F1-based) over
+the dev samples, each point of A paired with the point of B nearest in FLOPs and the pairs
+pooled; seeds averaged per sample. {n_resamples} resamples, 95% percentile interval, two-sided p.
+For regression the statistic is the squared error (lower is better).
+
+{significance}
+
+PABEE's best point (by the main metric) against the full model (static k = 6), paired; the
+difference is in per-sample accuracy (squared error for STS-B), which for CoLA (MCC) and MRPC
+(mean of accuracy and F1) is not the main metric:
+
+{pabee}
+
+## Every rule on every model
+
+The ELUE score of each exit rule swept on each training scheme's models (`eebench run --rule`:
+one pass over each model serves its own rule and the others), per task, ± over seeds, against
+the same reference. A row is how the models were trained, a column how they exit.
+
+{rules}
+
+## Per task
+
+Every operating point, seed-averaged. *speed-up*: full-model MFLOPs ÷ the point's; *latency*:
+real dynamic inference at batch size 1 on the CPU above, median per sample (timed on the first
+100 dev samples, so it is noisier than the FLOPs); *vs reference*: metric minus the reference
+curve at the point's FLOPs; ●: on the task's Pareto front over all methods.
+
+{tasks}"""
+
+
+ELUE_TASK = """\
+### {title} ({split}, {metric}, {seeds})
+
+![{title}: {metric} against MFLOPs per sample](figures/results/{task}-pareto.png)
+
+{table}
+
+ELUE score (mean of *vs reference* over a method's points): {scores}."""
+
+
+ABLATION_TASK = "**{title}** ({metric})\n\n{table}"
+
+BLOCKS = [
+    Block(name="elue-minilm", kind="elue-benchmark", marker="generated",
+          runs={"main": MINILM, "rules": Runs(folder=f"{RESULTS}/elue-minilm-rules"),
+                "test": Runs(folder=f"{RESULTS}/elue-minilm-test")},
+          text={"body": ELUE_PAGE, "task": ELUE_TASK,
+                "rules": "From {n} runs in `benchmarks/results/elue-minilm-rules/`.\n\n{table}",
+                "no_rules": "(no rule runs yet: benchmarks/elue_minilm.sh runs them)"},
+          options={"config": "benchmarks/elue-minilm.toml", "reference": REFERENCE,
+                   "reference_name": "minilm-l6-static", "figures": "docs/figures/results",
+                   "submissions": "leaderboard/submissions",
+                   "submission_file": "minilm-l6-{method}.json",
+                   "submission_name": "MiniLM-L6 {method} (CPU)",
+                   "export": f"{RESULTS}/elue-export",
+                   "classic": CLASSIC, "field": FIELD,
+                   "field_tasks": ["sst2", "elue-mrpc", "elue-scitail"],
+                   "pairs": [["pabee", "static"], ["deebert", "static"], ["pabee", "deebert"],
+                             *([m, "deebert"] for m in FIELD)],
+                   "n_resamples": 2000,
+                   # how a point's setting reads, by the rule it was swept with
+                   "setting": {"entropy": "entropy <", "normalized-entropy": "H/ln C <",
+                               "maxprob": "max p ≥", "calibrated-maxprob": "max p(z/T) ≥",
+                               "learned": "exit score <", "patience": "patience"},
+                   "schemes": ["deebert", "pabee", "elasticbert"],
+                   "rules": ["entropy", "maxprob", "patience"]}),
+    Block(name="pabee-ablation", kind="ablation", marker="pabee-ablation",
+          runs={"variants": Runs(folder=f"{RESULTS}/pabee-ablation", methods=("pabee",)),
+                "baseline": MINILM.model_copy(update={"methods": ("pabee", "static")})},
+          text={"task": ABLATION_TASK, "body": """\
+Built by `python benchmarks/report_pabee_ablation.py` from {n_baseline} + {n_variants} runs
+(seeds {seeds}; the benchmark's budget above). Each exit's dev metric on all samples, mean ± std
+over seeds; the ELUE score of the sweep against the shipped static reference (static's own: its
+seeds' spread around the seed-averaged curve).
+
+{tasks}"""},
+          options={"reference": REFERENCE, "name_by": "settings", "row_header": "training",
+                   "paper": {"loss_weights": "layer", "shared_pooler": True},
+                   "paper_name": "paper (j-weighted loss, shared pooler)",
+                   "static_name": "static: exit k is a separate k-layer model",
+                   "first": ["static: exit k is a separate k-layer model",
+                             "paper (j-weighted loss, shared pooler)"],
+                   "column": "exit {j}"}),
+    Block(name="sweet-exits", kind="ablation", marker="sweet-exits",
+          runs={"variants": Runs(folder=f"{RESULTS}/sweet-exits", methods=("sweet",)),
+                "baseline": MINILM.model_copy(update={"methods": ("sweet",)})},
+          text={"task": ABLATION_TASK, "body": """\
+Built by `python benchmarks/report_sweet_exits.py` from {n_baseline} + {n_variants} runs (seeds
+{seeds}; the benchmark's budget above). Each exit's dev metric on all samples (by the layer it
+follows), mean ± std over seeds; the ELUE score of the threshold sweep against the shipped static
+reference.
+
+{tasks}"""},
+          options={"reference": REFERENCE, "name_by": "exit_layers", "row_header": "exits",
+                   "every_layer_name": "after every layer", "first": ["after every layer"],
+                   "column": "layer {k}"}),
+    Block(name="quality", kind="quality", marker="quality", runs={"main": MINILM},
+          options={"half": 50.0}, text={"body": """\
+Built by `python benchmarks/report_quality.py` from the {n_runs} committed runs above (seeds
+{seeds}), computed from their stored per-sample arrays; every cell is the mean ± std over seeds.
+Definitions: [scoring.md](scoring.md#quality-of-the-exited-predictions). Parameters (ELUE's
+buckets): {buckets}.
+
+**Quality at half the FLOPs.** Per task and method, the seed-averaged operating point with the
+best main metric among those costing at most {half}% of the full model's FLOPs, and the full
+model (static k = 6) itself. ECE in percent (15 equal-width bins of max softmax probability,
+weighted by bin size), NLL in nats; consistency, gain and loss against the method's own
+full-depth prediction (joint methods: their last exit; static: its k = 6 model). STS-B
+(regression) has none of these.
+
+{half_table}
+
+**Each exit on its own, and overthinking** (per run: every sample leaving at that exit; static:
+the k-layer model). Overthinking: samples some earlier exit gets right and the last exit gets
+wrong; underthinking, its mirror: some earlier exit wrong, the last right.
+
+{exits_table}
+
+**Fixed budgets.** The main metric at {budgets}% of the full model's FLOPs: per seed the best
+operating point within the budget (a step along the method's own Pareto front, no interpolation
+between points), then mean ± std over seeds; `-`: some seed has no point that cheap.
+
+{budgets_table}"""}),
+    Block(name="difficulty", kind="difficulty", marker="difficulty",
+          runs={"main": MINILM.model_copy(update={"seeds": (1,)})},
+          options={"tasks": ["sst2", "elue-sst2", "elue-scitail"], "methods": ["deebert", "pabee"],
+                   "consistency": 0.95, "delta": 0.05, "split_seed": 0,
+                   "examples": ["deebert", "sst2", 3]},
+          text={"examples": """\
+**Easiest and hardest {title} dev sentences** ({method}, {setting}):
+
+{table}""", "body": """\
+Built by `python benchmarks/report_difficulty.py` from the DeeBERT and PABEE runs of seed {seed}
+(`eebench analyze RUN` and `eebench select RUN --consistency {consistency} --delta {delta} --seed
+{split_seed}` on each).
+
+**Spearman's ρ with the exit layer** at the point nearest half the full model's FLOPs (p < 0.001
+unless given):
+
+{rho_table}
+
+**Selected thresholds**: consistency with the full model ≥ {consistency} with confidence
+{confidence}, chosen on a calibration half, realised on the other half:
+
+{select_table}{examples}"""}),
+    Block(name="mpnet-slice", kind="static-curves", marker="mpnet-slice",
+          heading="## A 12-layer slice: MPNet-base against MiniLM-L6",
+          runs={"main": Runs(folder=f"{RESULTS}/elue-mpnet"), "other": MINILM,
+                "test": Runs(folder=f"{RESULTS}/elue-mpnet-test")},
+          options={"models": {"main": "MPNet-base", "other": "MiniLM-L6"},
+                   "methods": ["deebert", "pabee"], "export": f"{RESULTS}/elue-export-mpnet"},
+          text={"none": "No finished static run yet.",
+                "task": "**{title}: the static curve (first k layers, dev)**\n\n{table}",
+                "elue": "**ELUE score against each model's own static curve (points, dev)**"
+                        "\n\n{table}",
+                "body": """\
+Built by `python benchmarks/report_elue_mpnet.py` from {n_runs} MPNet-base runs of
+`benchmarks/elue-mpnet.toml` (one seed, 2,000 training examples, 2 epochs, lr 5e-5, bf16, 64
+tokens for ELUE SST-2 and 128 for SciTail) and the MiniLM-L6 benchmark's runs of the same tasks
+(three seeds; 2,500 and 2,000 training examples). CPU only.
+
+{tables}"""}),
+    Block(name="mpnet-cost", kind="run-cost", marker="mpnet-cost", doc="docs/benchmarks.md",
+          runs={"main": Runs(folder=f"{RESULTS}/elue-mpnet")},
+          text={"body": "{table}", "none": "No finished run yet."},
+          heading="## The cost of a 12-layer benchmark on a CPU: MPNet-base runs\n\nWall time "
+                  "of each run of `benchmarks/elue-mpnet.toml` (training, the one-pass sweep, "
+                  "FLOPs and timing included), one worker process with one thread on a 2-core "
+                  "machine, as its `summary.json` records it."),
+    Block(name="shift", kind="shift", marker="shift", heading="## Domain shift",
+          runs={"main": Runs(folder=f"{RESULTS}/shift-minilm")},
+          options={"trained_on": "sst2", "evaluated": ["sst2", "elue-sst2", "elue-imdb"],
+                   "methods": ["deebert", "pabee"], "shown": 6,
+                   "setting": {"threshold": "entropy <", "patience": "patience"}},
+          text={"method": "**{method}**\n\n{table}", "body": """\
+Each cell: accuracy (%) / average exit layer / ECE (%) / consistency with the model's own
+full-depth prediction (%), on {evaluated}. Trained on {trained_on} only, seed 1.
+
+{tables}"""}),
+]
