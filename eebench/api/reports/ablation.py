@@ -12,7 +12,10 @@ order); `column` (a column's name from the exit's number `j` or the layer `k` it
 from __future__ import annotations
 
 from eebench.api.reports.core import Block, Context, kind, page
-from eebench.api.reports.fmt import in_order, markdown, pm_over, task_order
+from eebench.api.reports.fmt import in_order, markdown, pm_over, task_order, title
+from eebench.errors import DataError
+from eebench.score import elue_by_seed, load_reference, raw_points
+from eebench.tasks.spec import get_task
 
 
 def _row_name(run, o: dict) -> str:
@@ -31,8 +34,6 @@ def _row_name(run, o: dict) -> str:
 def _seed_values(run, reference, o: dict) -> list[dict]:
     """One row per exit of a run (its dev metric on all samples), one for its ELUE score."""
     from eebench.plot.data import exit_curve
-    from eebench.score import elue_by_seed, raw_points
-    from eebench.tasks.spec import get_task
 
     spec = get_task(run.config.task)
     row = {"task": spec.name, "name": _row_name(run, o), "seed": run.config.seed}
@@ -49,11 +50,6 @@ def _seed_values(run, reference, o: dict) -> list[dict]:
 @kind("ablation")
 def ablation_block(block: Block, ctx: Context) -> dict:
     import pandas as pd
-
-    from eebench.errors import DataError
-    from eebench.plot.style import task_title
-    from eebench.score import load_reference
-    from eebench.tasks.spec import get_task
 
     o = block.options
     variants = ctx.runs(block.runs["variants"], required=True)
@@ -77,7 +73,7 @@ def ablation_block(block: Block, ctx: Context) -> dict:
         table = table.reindex(columns=columns).fillna("-").sort_index(
             key=lambda names: [in_order(n, o["first"]) for n in names])
         table = table.rename_axis(index=o["row_header"]).reset_index()
-        parts.append(page(block.text["task"], title=task_title(spec.name),
+        parts.append(page(block.text["task"], title=title(spec.name),
                           metric=spec.main_metric, table=markdown(table, "l" + "r" * len(columns))))
     return {"n_baseline": len(baseline), "n_variants": len(variants),
             "seeds": ", ".join(map(str, seeds)), "tasks": "\n\n".join(parts)}

@@ -9,7 +9,9 @@ display name of each, by run set), `methods` (the rows of the ELUE table).
 from __future__ import annotations
 
 from eebench.api.reports.core import Block, Context, kind, page
-from eebench.api.reports.fmt import markdown, pm_over
+from eebench.api.reports.fmt import markdown, pm_over, title
+from eebench.run.artifacts import read_run
+from eebench.score import build_reference, elue_by_seed, raw_points
 
 DASH = "–"
 
@@ -28,8 +30,6 @@ def _static_curve(runs: list, model: str):
 
 def _own_elue(runs: list) -> dict[tuple[str, str], str]:
     """(method, task) -> ELUE score against the runs' own static curve, ± over seeds."""
-    from eebench.score import build_reference, elue_by_seed, raw_points
-
     static = [r for r in runs if r.config.method == "static"]
     if not static:
         return {}
@@ -43,8 +43,6 @@ def _own_elue(runs: list) -> dict[tuple[str, str], str]:
 @kind("static-curves")
 def static_curves(block: Block, ctx: Context) -> dict:
     import pandas as pd
-
-    from eebench.plot.style import task_title
 
     main = ctx.runs(block.runs["main"])
     other = [r for r in ctx.runs(block.runs["other"]) if r.config.task in
@@ -61,10 +59,10 @@ def static_curves(block: Block, ctx: Context) -> dict:
         for col in [c for c in table.columns if c.endswith("MFLOPs")]:  # one decimal, a dash
             table[col] = table[col].map(lambda v: DASH if pd.isna(v) else f"{v:.1f}")
         table = table.fillna(DASH)  # a model with fewer layers
-        parts.append(page(block.text["task"], title=task_title(task),
+        parts.append(page(block.text["task"], title=title(task),
                           table=markdown(table, numparse=True, floatfmt=".1f")))
     ours, theirs = _own_elue(main), _own_elue(other)
-    rows = [{"method": m, "task": task_title(t),
+    rows = [{"method": m, "task": title(t),
              f"{names['main']} (own curve)": ours.get((m, t), DASH),
              f"{names['other']} (own curve)": theirs.get((m, t), DASH)}
             for m in block.options["methods"] for t in tasks]
@@ -75,8 +73,6 @@ def static_curves(block: Block, ctx: Context) -> dict:
 @kind("run-cost")
 def run_cost(block: Block, ctx: Context) -> dict:
     import pandas as pd
-
-    from eebench.run.artifacts import read_run
 
     def minutes(run) -> float | None:
         summary = read_run(run.path).summary

@@ -10,7 +10,11 @@ Runs: `main` (one seed). Options: `tasks`, `methods`, `consistency`, `delta`, `s
 from __future__ import annotations
 
 from eebench.api.reports.core import Block, Context, kind, page
-from eebench.api.reports.fmt import markdown
+from eebench.api.reports.fmt import markdown, title
+from eebench.errors import DataError
+from eebench.score.difficulty import analyze, attach_texts, load_samples
+from eebench.score.select import select
+from eebench.tasks.loaders import load_split
 
 
 def _rho(c) -> str:
@@ -20,10 +24,9 @@ def _rho(c) -> str:
 
 
 def _rho_row(a, task: str, method: str) -> dict:
-    from eebench.plot.style import task_title
 
     rho = {c.quantity: c for c in a.correlations}
-    return {"task": task_title(task), "method": method,
+    return {"task": title(task), "method": method,
             "point": f"{a.sweep_param} = {a.sweep_value:.3g}",
             "MFLOPs (full)": f"{a.mean_mflops:.0f} ({a.full_mflops:.0f})",
             "avg layer": f"{a.avg_exit_layer:.2f}",
@@ -32,11 +35,10 @@ def _rho_row(a, task: str, method: str) -> dict:
 
 
 def _select_row(s, task: str, method: str) -> dict:
-    from eebench.plot.style import task_title
 
     full, c = s.full["test"], s.chosen
     dash = c is None
-    return {"task": task_title(task), "method": method,
+    return {"task": title(task), "method": method,
             "chosen": "none" if dash else f"{s.sweep_param} = {c['sweep_value']:.3g}",
             "tested": f"{len(s.steps)} ({sum(x.passed for x in s.steps)} passed)",
             "MFLOPs (full)": "-" if dash else f"{c['mean_mflops']:.0f} ({c['full_mflops']:.0f})",
@@ -48,11 +50,6 @@ def _select_row(s, task: str, method: str) -> dict:
 
 @kind("difficulty")
 def difficulty_block(block: Block, ctx: Context) -> dict:
-    from eebench.errors import DataError
-    from eebench.plot.style import task_title
-    from eebench.score.difficulty import analyze, attach_texts, load_samples
-    from eebench.score.select import select
-    from eebench.tasks.loaders import load_split
 
     o, spec = block.options, block.runs["main"]
     method_shown, task_shown, top = o["examples"]
@@ -78,7 +75,7 @@ def difficulty_block(block: Block, ctx: Context) -> dict:
                         for name, items in (("easiest", a.easiest), ("hardest", a.hardest))
                         for it in items]
                 examples = "\n\n" + page(
-                    block.text["examples"], title=task_title(a.task), method=a.method,
+                    block.text["examples"], title=title(a.task), method=a.method,
                     setting=f"{a.sweep_param} = {a.sweep_value:.3g}",
                     table=markdown(rows, numparse=True))
             s = select(samples, o["consistency"], o["delta"], o["split_seed"])

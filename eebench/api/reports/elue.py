@@ -10,6 +10,24 @@ from pathlib import Path
 
 from eebench.api.reports.core import Block, Context, kind, page
 from eebench.api.reports.fmt import in_order, markdown, pm, pm_over, signed
+from eebench.methods.base import get_method
+from eebench.rules.catalog import get_rule
+from eebench.score import (
+    aggregate_seeds,
+    build_reference,
+    compare_methods,
+    elue_by_seed,
+    load_reference,
+    raw_points,
+    results_frame,
+    run_records,
+    save_reference,
+    score,
+)
+from eebench.score.ensemble import ensemble_point
+from eebench.score.stats import SEED_KEYS, paired_bootstrap, paired_scores
+from eebench.submit.build import build_submission
+from eebench.tasks.spec import get_task
 
 
 @kind("elue-benchmark")
@@ -18,18 +36,6 @@ def benchmark_page(block: Block, ctx: Context) -> dict:
 
     import pandas as pd
     import tomllib
-
-    from eebench.score import (
-        aggregate_seeds,
-        build_reference,
-        elue_by_seed,
-        raw_points,
-        results_frame,
-        run_records,
-        score,
-    )
-    from eebench.score.ensemble import ensemble_point
-    from eebench.tasks.spec import get_task
 
     o = block.options
     cfg = tomllib.loads(ctx.path(o["config"]).read_text())
@@ -85,8 +91,6 @@ def benchmark_page(block: Block, ctx: Context) -> dict:
 def _keep_if_unchanged(reference, ctx: Context, where: str):
     """The shipped reference, kept byte for byte when the runs give the same curves: submissions
     pin it by sha256, so only new numbers (or new runs) may change the file."""
-    from eebench.score import load_reference, save_reference
-
     path = ctx.path(where)
     if path.is_file():
         shipped = load_reference(path)
@@ -104,7 +108,6 @@ def _keep_if_unchanged(reference, ctx: Context, where: str):
 def _write_artifacts(block: Block, ctx: Context, runs, reference, methods) -> None:
     """The Pareto figures and one submission per method."""
     from eebench.api.reports.files import write_submission_if_changed
-    from eebench.submit.build import build_submission
 
     o = block.options
     if ctx.figures:
@@ -123,8 +126,6 @@ def _write_artifacts(block: Block, ctx: Context, runs, reference, methods) -> No
 
 
 def _expected_jobs(cfg: dict, o: dict) -> int:
-    from eebench.methods.base import get_method
-    from eebench.tasks.spec import get_task
 
     return sum(len(cfg["seeds"]) for task in cfg["tasks"] for method in cfg["methods"]
                if (method in o["classic"] or task in o["field_tasks"])
@@ -132,7 +133,6 @@ def _expected_jobs(cfg: dict, o: dict) -> int:
 
 
 def _budget_table(cfg: dict) -> str:
-    from eebench.tasks.spec import get_task
 
     rows = []
     for task in cfg["tasks"]:
@@ -151,8 +151,6 @@ def _elue_table(elue: dict, by_seed: dict, tasks: list[str], methods: list[str])
     """Each method's ELUE score per task ± its spread over seeds; overall: the mean over the tasks
     it is scored on ± the spread of each seed's mean over them (seeds run on all of them)."""
     import pandas as pd
-
-    from eebench.tasks.spec import get_task
 
     seeds = pd.DataFrame([(m, t, s, v) for m, per_task in by_seed.items()
                           for t, per_seed in per_task.items() for s, v in per_seed.items()],
@@ -178,8 +176,6 @@ def _full_models(points):
 def _summary_table(points, ensembles, tasks: list[str], methods: list[str]) -> str:
     """Per task: the full model, each method's best seed-averaged point, its ensemble."""
     import pandas as pd
-
-    from eebench.tasks.spec import get_task
 
     others = [m for m in methods if m != "static"]
     dynamic = points[points.method != "static"]
@@ -207,9 +203,6 @@ def _bootstrap_cells(b, regression: bool) -> dict[str, str]:
 
 def _significance_table(points, tasks: list[str], o: dict) -> str:
     """A − B per task: each point of A paired with B's nearest in FLOPs, the pairs pooled."""
-    from eebench.score import compare_methods
-    from eebench.tasks.spec import get_task
-
     rows = []
     for t in tasks:
         tp = [p for p in points if p.task == t]
@@ -227,9 +220,6 @@ def _significance_table(points, tasks: list[str], o: dict) -> str:
 
 def _pabee_table(points, tasks: list[str], n_resamples: int) -> str:
     """PABEE's best point against the full model (static k = L), paired bootstrap."""
-    from eebench.score.stats import paired_bootstrap, paired_scores
-    from eebench.tasks.spec import get_task
-
     rows = []
     for t in tasks:
         static = [p for p in points if p.task == t and p.label == "static"]
@@ -250,9 +240,6 @@ def _pabee_table(points, tasks: list[str], n_resamples: int) -> str:
 
 def _rules_table(elue: dict, by_seed: dict, tasks: list[str], o: dict) -> str:
     """Per task and training scheme: the ELUE score of each rule on its models."""
-    from eebench.methods.base import get_method
-    from eebench.tasks.spec import get_task
-
     rows = []
     for t in tasks:
         for scheme in o["schemes"]:
@@ -268,9 +255,6 @@ def _rules_table(elue: dict, by_seed: dict, tasks: list[str], o: dict) -> str:
 
 def _setting(label: str, value: float, names: dict[str, str]) -> str:
     """A point's sweep value as the table shows it: "entropy < 0.035", "patience 2", "k 3"."""
-    from eebench.methods.base import get_method
-    from eebench.rules.catalog import get_rule
-
     method, _, rule = label.partition("+")
     if not (rule or get_method(method).rule):
         return f"k {value:g}"  # static: one model per k
@@ -285,9 +269,6 @@ def _task_section(block: Block, tr, points, runs, ensembles, key) -> str:
     """Every seed-averaged point of one task and each method's ensemble, with its figure."""
     import numpy as np
     import pandas as pd
-
-    from eebench.score.stats import SEED_KEYS
-    from eebench.tasks.spec import get_task
 
     def in_method_order(frame):
         return frame.sort_values("method", kind="stable", key=lambda m: m.map(key))

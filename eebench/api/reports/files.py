@@ -8,6 +8,11 @@ import math
 from pathlib import Path
 from typing import Any
 
+from eebench.errors import DataError
+from eebench.run.artifacts import SUMMARY_FILE, read_run
+from eebench.submit.build import write_submission
+from eebench.submit.export_elue import export_elue
+
 # What says when and by which eebench a submission was made, not what it measured.
 MAKING = ("created", "eebench")
 
@@ -26,8 +31,6 @@ def same_numbers(a: Any, b: Any, rel: float = 1e-9) -> bool:
 def write_submission_if_changed(sub, path: Path) -> bool:
     """Write `sub` to `path` unless the file there says the same but for when and by which eebench
     it was made, and floats' last bits; True when written."""
-    from eebench.submit.build import write_submission
-
     def measured(data):
         return {k: v for k, v in data.items() if k not in MAKING}
 
@@ -46,10 +49,6 @@ def export_tests(ctx, runs, out: str) -> None:
     `export-manifest.json` in the runs' folder. A run whose rows do not cover its test split
     stops it."""
     import hashlib
-
-    from eebench.errors import DataError
-    from eebench.run.artifacts import SUMMARY_FILE, read_run
-    from eebench.submit.export_elue import export_elue
 
     manifest, folder = [], ctx.path(runs.folder)
     for summary in sorted(folder.rglob(SUMMARY_FILE)) if folder.is_dir() else []:

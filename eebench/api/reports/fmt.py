@@ -7,6 +7,9 @@ import math
 from collections.abc import Iterable
 from typing import Any
 
+from eebench.score import sample_std
+from eebench.tasks.spec import get_task
+
 ALIGN = {"l": "left", "r": "right", "c": "center"}
 
 
@@ -23,8 +26,6 @@ def pm_over(values: Iterable[float], digits: int = 1, none: str = "-") -> str:
     """The mean ± sample std of per-seed values."""
     import numpy as np
 
-    from eebench.score import sample_std
-
     a = np.asarray(list(values), dtype=float)
     if not len(a):
         return none
@@ -34,8 +35,6 @@ def pm_over(values: Iterable[float], digits: int = 1, none: str = "-") -> str:
 def signed(value: float | None, seeds: Iterable[float] = (), digits: int = 2) -> str:
     """A score with its sign, ± the sample std of its seeds' own scores when there are two or
     more; "-" for none."""
-    from eebench.score import sample_std
-
     if value is None or math.isnan(value):
         return "-"
     seeds = [float(s) for s in seeds]
@@ -55,6 +54,11 @@ def markdown(rows: Any, align: str | None = None, numparse: bool = False, **opti
     if align:
         options["colalign"] = [ALIGN[a] for a in align]
     return frame.to_markdown(index=False, **options)
+
+
+def title(task: str) -> str:
+    """The task's name in tables (RTE, SST-2 (ELUE))."""
+    return get_task(task).title
 
 
 def task_order(task: str) -> tuple:

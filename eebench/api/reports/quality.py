@@ -8,27 +8,25 @@ Options: `half` (the budget of the first table, percent of the full model's FLOP
 from __future__ import annotations
 
 from eebench.api.reports.core import Block, Context, kind
-from eebench.api.reports.fmt import markdown, pm, task_order
+from eebench.api.reports.fmt import markdown, pm, task_order, title
+from eebench.score import aggregate_seeds, raw_points
+from eebench.score.quality import (
+    DEFAULT_BUDGETS,
+    budget_table,
+    full_model_flops,
+    param_buckets,
+    run_qualities,
+)
 
 
 @kind("quality")
 def quality_block(block: Block, ctx: Context) -> dict:
     import pandas as pd
 
-    from eebench.plot.style import task_title
-    from eebench.score import aggregate_seeds, raw_points
-    from eebench.score.quality import (
-        DEFAULT_BUDGETS,
-        budget_table,
-        full_model_flops,
-        param_buckets,
-        run_qualities,
-    )
-
     runs = ctx.runs(block.runs["main"], quality=True)
     raw = raw_points(runs)
     half = block.options["half"]
-    per_run = [{"task": task_title(m.task), "method": m.label,
+    per_run = [{"task": title(m.task), "method": m.label,
                 **{f"exit {k}": pm(a, s, len(m.seeds))
                    for k, (a, s) in zip(m.exit_layers, m.exit_accuracy, strict=True)},
                 "overthinking %": pm(*m.overthinking, len(m.seeds)),
@@ -37,7 +35,7 @@ def quality_block(block: Block, ctx: Context) -> dict:
     budgets: dict[tuple, dict] = {}
     for b in budget_table(raw, DEFAULT_BUDGETS):
         row = budgets.setdefault((task_order(b.task), b.label),
-                                 {"task": task_title(b.task), "method": b.label})
+                                 {"task": title(b.task), "method": b.label})
         row[f"{b.percent:g}%"] = pm(b.main, b.main_std, b.seeds)
     per_run = pd.DataFrame(per_run).fillna("-")
     budgets = pd.DataFrame([budgets[k] for k in sorted(budgets)])
@@ -55,8 +53,6 @@ def quality_block(block: Block, ctx: Context) -> dict:
 def _half_budget_table(points, full: dict[str, float], half: float) -> str:
     """Per task and method: the seed-averaged point with the best main metric within `half`% of
     the full model's FLOPs, and the full model (static k = L) for comparison."""
-    from eebench.plot.style import task_title
-
     rows = []
     for task in sorted({p.task for p in points}, key=task_order):
         pts = [p for p in points if p.task == task and p.quality]
@@ -74,7 +70,7 @@ def _half_budget_table(points, full: dict[str, float], half: float) -> str:
         for name, p in chosen:
             q = p.quality
             rows.append({
-                "task": task_title(task), "method": name,
+                "task": title(task), "method": name,
                 "point": f"{p.sweep_param} = {p.sweep_value:g}", "MFLOPs": f"{p.mflops:.0f}",
                 "main": pm(p.main, p.main_std, len(p.seeds)),
                 "ECE %": pm(*q["ece"]), "NLL": pm(*q["nll"], digits=3),

@@ -9,10 +9,10 @@ from __future__ import annotations
 
 from eebench.api.reports.core import Block, Context, kind, page
 from eebench.api.reports.fmt import markdown
+from eebench.tasks.spec import get_task
 
 
 def _table(runs: list, method: str, o: dict) -> str:
-    from eebench.tasks.spec import get_task
 
     by_task = {r.config.task: r for r in runs if r.config.method == method}
     missing = [t for t in o["evaluated"] if t not in by_task]
@@ -37,7 +37,6 @@ def _table(runs: list, method: str, o: dict) -> str:
 
 @kind("shift")
 def shift_block(block: Block, ctx: Context) -> dict:
-    from eebench.tasks.spec import get_task
 
     o = block.options
     runs = ctx.runs(block.runs["main"], quality=True, required=True)
