@@ -65,7 +65,7 @@ def _one_by_one(cascade: CascadeModel, enc) -> list[list[torch.Tensor]]:
     """Each sample alone (batch size 1) through each model: its logits per model."""
     with torch.inference_mode():
         return [[m(b["input_ids"], b["attention_mask"], b.get("token_type_ids"))[-1][0]
-                 for m in cascade.cascade] for b in (collate(enc, [i]) for i in range(len(enc)))]
+                 for m in cascade.models] for b in (collate(enc, [i]) for i in range(len(enc)))]
 
 
 def test_cascade_follows_the_authors_loop(rte_dev):
@@ -99,7 +99,7 @@ def test_full_mode_runs_the_deepest_model_alone(rte_dev):
                                  False, full=True)
     assert exits.tolist() == [len(DEPTHS) - 1] * len(rte_dev)
     with torch.inference_mode():
-        deepest = cascade.cascade[-1](batch["input_ids"], batch["attention_mask"],
+        deepest = cascade.models[-1](batch["input_ids"], batch["attention_mask"],
                                       batch.get("token_type_ids"))[-1].argmax(-1)
     assert preds.long().tolist() == deepest.tolist()
 
@@ -107,13 +107,13 @@ def test_full_mode_runs_the_deepest_model_alone(rte_dev):
 def test_flops_and_params_count_every_model_run():
     cascade = _cascade()
     table = build_cost_table(cascade, max_len=20)
-    whole = [build_cost_table(m, max_len=20).path[-1] for m in cascade.cascade]
+    whole = [build_cost_table(m, max_len=20).path[-1] for m in cascade.models]
     assert cascade.exit_layers == DEPTHS
     for n in (1, 7, 20):
         for j in range(len(DEPTHS)):
             assert table.path_flops(j, n) == sum(int(w[n]) for w in whole[: j + 1])
     # a model's whole cost is what a counter sees when the model runs once (eager attention)
-    for m, w in zip(cascade.cascade, whole, strict=True):
+    for m, w in zip(cascade.models, whole, strict=True):
         ids = torch.arange(1000, 1007)[None]
         m.config._attn_implementation = "eager"
         assert torch_flops(m, (ids, torch.ones_like(ids))) == int(w[7])
@@ -121,7 +121,7 @@ def test_flops_and_params_count_every_model_run():
     assert table.per_sample_flops(exits, lengths).tolist() == [
         sum(int(w[n]) for w in whole[: j + 1]) for j, n in zip(exits, lengths, strict=True)]
     params = params_per_exit(cascade)
-    sizes = [count_unique([m]) for m in cascade.cascade]
+    sizes = [count_unique([m]) for m in cascade.models]
     assert params.per_exit == [sum(sizes[: j + 1]) for j in range(len(DEPTHS))]
     assert params.total == sum(sizes)
 

@@ -160,14 +160,15 @@ def build_cost_table(model: nn.Module, max_len: int, convention: str = DEFAULT_C
     `model` follows the MultiExitModel contract (embed / layer / head, exit_layers, config).
     Modules of identical structure share one fitted polynomial; every module is still counted at
     one length to verify that it matches. `exact=True` counts every length of every module.
-    A model that lists complete models run one after another as `cascade` gets their chained
-    table (`chained_cost_table`).
+    A model whose exits are reached through several complete models run one after another
+    (`model.chain()`, eebench.models.exits: a cascade) gets their chained table
+    (`chained_cost_table`).
     """
     check_convention(convention)
-    chained = getattr(model, "cascade", None)
-    if chained is not None:
+    chain = model.chain()
+    if len(chain) > 1:
         return chained_cost_table([build_cost_table(m, max_len, convention, exact)
-                                   for m in chained])
+                                   for m in chain])
     max_pos = getattr(model, "max_tokens", getattr(model.config, "max_position_embeddings", None))
     if max_len < 1 or (max_pos is not None and max_len > max_pos):
         raise UsageError(f"FLOPs table length {max_len} must be in 1..{max_pos or 'inf'}")

@@ -58,13 +58,10 @@ class ParamCounts:
 
 
 def params_per_exit(model: nn.Module) -> ParamCounts:
-    """Parameter counts of a MultiExitModel: the total and, per exit j, embeddings + layers
-    1..exit_layers[j] + heads 0..j; of a cascade (complete models listed as `cascade`), models
-    1..j whole."""
-    chained = getattr(model, "cascade", None)
-    if chained is not None:
-        return ParamCounts(total=params_total(model),
-                           per_exit=[count_unique(chained[: j + 1]) for j in range(len(chained))])
-    per_exit = [count_unique([model.embeddings, *model.layers[:k], *model.heads[: j + 1]])
-                for j, k in enumerate(model.exit_layers)]
-    return ParamCounts(total=params_total(model), per_exit=per_exit)
+    """Parameter counts of a model of the exit protocol (eebench.models.exits): the total and,
+    per exit j, the modules a sample exiting there ran (`exit_modules(j)`: for a multi-exit
+    model embeddings + layers 1..exit_layers[j] + heads 0..j; for a cascade models 1..j whole),
+    each shared parameter once."""
+    return ParamCounts(total=params_total(model),
+                       per_exit=[count_unique(model.exit_modules(j))
+                                 for j in range(model.num_exits)])

@@ -47,6 +47,7 @@ from eebench.models.backbones import (
     load_hf_model,
     resolve_pooling,
 )
+from eebench.models.exits import LayerWalk
 from eebench.models.families import MASK, Family, LayerInputs, family_of, head_dropout
 
 ATTN_IMPLEMENTATIONS = ("eager", "sdpa")  # eager: what the FLOP counter traces; sdpa: faster
@@ -266,6 +267,18 @@ class MultiExitModel(nn.Module):
             states[j] = previous
             previous = self.run_head(j, hidden, attention_mask, previous)[1]
         return states
+
+    # -- the exit protocol (eebench.models.exits) ----------------------------------------------
+    def exit_walk(self, ids: torch.Tensor, mask: torch.Tensor, types: torch.Tensor | None = None
+                  ) -> LayerWalk:
+        return LayerWalk(self, ids, mask, types)
+
+    def exit_modules(self, j: int) -> list[nn.Module]:
+        """Embeddings, layers 1..exit_layers[j] and heads 0..j: what exiting at exit j ran."""
+        return [self.embeddings, *self.layers[: self.exit_layers[j]], *self.heads[: j + 1]]
+
+    def chain(self) -> list[nn.Module]:
+        return [self]
 
     def temperatures(self) -> list[float] | None:
         """Each exit's temperature where every head holds one (fit after training), else None."""

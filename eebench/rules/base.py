@@ -50,18 +50,6 @@ def select_state(state: State, keep: torch.Tensor) -> State:
     return {k: v[keep] for k, v in state.items()}
 
 
-def select_rows(state: Any, keep: torch.Tensor) -> Any:
-    """The rows `keep` of a head's state (None, a tensor, or a dict, tuple or list of them, each
-    batch first): what real dynamic inference keeps of it when samples exit."""
-    if state is None:
-        return None
-    if isinstance(state, dict):
-        return {k: select_rows(v, keep) for k, v in state.items()}
-    if isinstance(state, (tuple, list)):
-        return type(state)(select_rows(v, keep) for v in state)
-    return state[keep]
-
-
 class FixedRule(ExitRule):
     """The same decision for every sample at every exit: `exit=True` exits at the first exit (a
     single-exit model), `exit=False` never exits early (the full model, the timing baseline)."""

@@ -17,7 +17,7 @@ from dataclasses import dataclass
 import numpy as np
 import torch
 
-from eebench.rules.base import ExitRule, select_rows, select_state
+from eebench.rules.base import ExitRule, select_state
 
 # A disagreement between simulation and real inference is excused only this close to the boundary.
 MARGIN_TOLERANCE = 1e-4
@@ -60,46 +60,25 @@ def simulate(rule: ExitRule, logits: torch.Tensor, is_regression: bool,
 @torch.inference_mode()
 def dynamic_batch(model, rule: ExitRule, batch: dict, is_regression: bool, full: bool = False
                   ) -> tuple[torch.Tensor, torch.Tensor]:
-    """Real early-exit inference on one batch: exited samples leave the batch after each exit, and
-    the padding columns no remaining sample needs are cut (from the hidden states, every per-batch
-    layer input `embed` built (the attention mask; MPNet's position bias, rows and both token
-    dimensions) and the 2-D mask a mean-pooling head reads alike). `full=True` runs the model
-    without exits (all layers, the last head only): the baseline timed the same way.
-    Returns (exit_index [B], prediction [B]) in batch order. A model with a `dynamic_batch` of
-    its own (a cascade of complete models) runs its own way, with the same arguments.
-
-    A model whose heads read the previous exit's state (`model.stateful`) passes each head's
-    state to the next, its rows cut with the batch's; with `full=True` its heads all run (the
-    last one's outputs depend on theirs), the rule is still not asked."""
-    own = getattr(model, "dynamic_batch", None)
-    if own is not None:
-        return own(rule, batch, is_regression, full=full)
+    """Real early-exit inference on one batch, for any model of the exit protocol
+    (eebench.models.exits): the model walks the batch exit by exit, and after each exit the
+    samples that exit leave it (with the padding columns no remaining sample needs). `full=True`
+    asks only the last exit (a multi-exit model runs all its layers, a cascade its deepest model):
+    the baseline timed the same way. Returns (exit_index [B], prediction [B]) in batch order."""
     device = next(model.parameters()).device
     mask = batch["attention_mask"].to(device)
-    hidden, inputs = model.embed(
-        batch["input_ids"].to(device), mask,
-        batch["token_type_ids"].to(device) if "token_type_ids" in batch else None,
-    )
-    n = hidden.shape[0]
-    exit_of = {layer: j for j, layer in enumerate(model.exit_layers)}
-    last = model.num_exits - 1
+    types = batch["token_type_ids"].to(device) if "token_type_ids" in batch else None
+    walk = model.exit_walk(batch["input_ids"].to(device), mask, types)
+    n, last = mask.shape[0], model.num_exits - 1
     alive = torch.arange(n, device=device)
     out_exit = torch.full((n,), last, dtype=torch.long, device=device)
     out_pred = torch.zeros(n, device=device)
     state = rule.start(n, device)
-    stateful, previous = bool(getattr(model, "stateful", False)), None
-    for i in range(model.exit_layers[-1]):
-        hidden = model.layer(i, hidden, inputs)
-        j = exit_of.get(i + 1)
-        if j is None or (full and j != last and not stateful):
+    for j in range(model.num_exits):
+        out = walk.step(j, emit=not full or j == last)
+        if out is None:
             continue
-        # the mask is cut with hidden, row and column
-        if stateful:  # the previous exit's state in, this exit's out
-            logits, signals, previous = model.head_step(j, hidden, mask, previous)
-            if full and j != last:
-                continue
-        else:
-            logits, signals = model.head_outputs(j, hidden, mask)
+        logits, signals = out
         if j == last:
             go = torch.ones(len(alive), dtype=torch.bool, device=device)
         else:
@@ -113,12 +92,8 @@ def dynamic_batch(model, rule: ExitRule, batch: dict, is_regression: bool, full:
         if n_exit == len(alive):
             break
         keep = ~go
-        alive, state, mask = alive[keep], select_state(state, keep), mask[keep]
-        if stateful:
-            previous = select_rows(previous, keep)
-        width = int(mask.sum(-1).max())
-        hidden, mask = hidden[keep, :width], mask[:, :width]
-        inputs = inputs.cut(keep, width)  # each input knows its token dimensions
+        alive, state = alive[keep], select_state(state, keep)
+        walk.keep(keep)
     return out_exit.cpu(), out_pred.cpu()
 
 
