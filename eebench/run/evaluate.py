@@ -183,7 +183,7 @@ def sweep_variant(cfg: R.RunConfig, variant: Variant, spec: TaskSpec, fp: FullPa
     temperatures = fp.facts.temperatures
     structure = {"exit_layers": list(model.exit_layers),
                  "hidden_size": int(model.config.hidden_size), "pooling": model.pooling,
-                 "chained": hasattr(model, "cascade"),
+                 "chained": len(model.chain()) > 1,  # complete models run in turn
                  "temperatures": None if temperatures is None else [float(t) for t in temperatures],
                  "settings": dict(fp.facts.settings)}
     return Measured(points, arrays, logits_np, structure,
