@@ -142,10 +142,27 @@ def test_older_summaries_read_with_their_rule_and_new_fields_stay_out_at_their_d
     assert "rule" not in parsed.model_copy(update={"rule": None}).model_dump(mode="json")
 
 
-def test_every_committed_benchmark_folder_is_checked():
-    folders = {d.relative_to(RESULTS).parts[0] for d in COMMITTED}
-    assert folders == {p.name for p in RESULTS.iterdir() if p.is_dir()} - IN_PROGRESS
+def test_every_committed_benchmark_folder_is_checked_and_its_first_run_re_derives():
+    folders = {}
+    for d in COMMITTED:
+        folders.setdefault(d.relative_to(RESULTS).parts[0], d)
+    assert set(folders) == {p.name for p in RESULTS.iterdir() if p.is_dir()} - IN_PROGRESS
     assert any(R.read_run(d).config.split == "test" for d in COMMITTED)  # no labels stored
+    for run_dir in folders.values():
+        _rederives(run_dir)
+
+
+def test_committed_calibrated_runs_record_their_temperatures_and_where_they_came_from():
+    """The calibrated max-prob runs were written before runs recorded temperatures; theirs were
+    recovered from the runs' own files (benchmarks/recover_temperatures.py) and say so."""
+    calibrated = [d for d in COMMITTED if R.read_run(d).summary.rule.name == "calibrated-maxprob"]
+    assert len(calibrated) == 9
+    for run_dir in calibrated:
+        [variant] = R.read_run(run_dir).summary.variants
+        assert len(variant.temperatures) == len(variant.exit_layers)
+        assert "recover_temperatures.py" in variant.temperatures_source
+        R.verify_run(run_dir)  # the files its summary vouches for are unchanged
+    _rederives(calibrated[0])
 
 
 @pytest.mark.slow

@@ -81,16 +81,17 @@ def rule_at(run: R.RunFiles, value: float, facts: ModelFacts) -> ExitRule:
     return kind.build(value, facts)
 
 
-def rederive(run_dir: Path) -> Rederived:
-    """Rebuild every stored decision of a finished run from its files and compare: a point whose
-    exit layers or predictions differ is one line in `mismatches`. A run that lacks what its
-    rule read (a maxprob run's temperatures, before runs recorded them) is a DataError."""
+def rederive(run: Path | R.RunFiles) -> Rederived:
+    """Rebuild every stored decision of a finished run (a directory, or its files as read) from
+    its files and compare: a point whose exit layers or predictions differ is one line in
+    `mismatches`. A run that lacks what its rule read (a maxprob run's temperatures, before runs
+    recorded them) is a DataError."""
     import torch
 
     threads = torch.get_num_threads()
     torch.set_num_threads(1)  # small tensors, step by step: threads only wait for each other
     try:
-        return _rederive(R.read_run(Path(run_dir)))
+        return _rederive(run if isinstance(run, R.RunFiles) else R.read_run(Path(run)))
     finally:
         torch.set_num_threads(threads)
 
