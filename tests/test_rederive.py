@@ -180,3 +180,31 @@ def test_every_stored_decision_of_every_committed_run_re_derives():
         points += found.points
     assert not failures, "\n".join(failures[:10])
     assert points > 3000
+
+
+def test_shipped_submissions_are_what_the_committed_runs_score(data_dir):
+    """Each leaderboard/submissions file is rebuilt from the committed runs as its report block
+    declares it (benchmarks/reports.py) and says the same, but for when and by which eebench it
+    was made and floats' last bits. (docs/results.md's blocks: tests/test_shipped_results.py.)"""
+    import sys
+
+    from eebench.api.reports.files import MAKING, same_numbers
+    from eebench.submit.build import build_submission
+
+    sys.path.insert(0, str(ROOT / "benchmarks"))
+    from reports import BLOCKS
+
+    [block] = [b for b in BLOCKS if b.options.get("submissions")]
+    o = block.options
+    runs = [R.read_run(d) for d in COMMITTED if d.is_relative_to(ROOT / block.runs["main"].folder)]
+    shipped = sorted((ROOT / o["submissions"]).glob("*.json"))
+    assert len(shipped) == 10
+    for path in shipped:
+        [method] = [r.config.label for r in runs
+                    if path.name == o["submission_file"].format(method=r.config.label)][:1]
+        built = build_submission([r.path for r in runs if r.config.label == method],
+                                 data_dir=data_dir, reference=ROOT / o["reference"],
+                                 name=o["submission_name"].format(method=method))
+        new, old = json.loads(built.model_dump_json()), json.loads(path.read_text())
+        assert same_numbers({k: v for k, v in old.items() if k not in MAKING},
+                            {k: v for k, v in new.items() if k not in MAKING}), path.name
