@@ -148,17 +148,17 @@ def test_dar_is_a_margin_ranking_of_easy_over_hard():
 
 
 def test_parts_are_statics_models_unless_dar():
-    plain = get_method("cascade").parts(6)
+    plain = get_method("cascade").models(6)
     assert [type(m) for m in plain] == [Static] * 4
     assert [m.settings for m in plain] == [{"layers": k} for k in (1, 2, 4, 6)]
     assert get_method("cascade").depths(12) == [1, 2, 4, 8, 12]
     assert get_method("cascade").depths(3) == [1, 2, 3]
-    dar = get_method("cascade", depths=[2, 6], ranking_weight=0.5).parts(6)
+    dar = get_method("cascade", depths=[2, 6], ranking_weight=0.5).models(6)
     assert [type(m) for m in dar] == [Cascade, Static]  # the last model never has DAR
     assert dar[0].settings["layers"] == 2 and dar[0].settings["ranking_weight"] == 0.5
     assert dar[1].settings == {"layers": 6}
     with pytest.raises(UsageError, match="depth 8"):
-        get_method("cascade", depths=[2, 8]).parts(6)
+        get_method("cascade", depths=[2, 8]).models(6)
     with pytest.raises(UsageError, match="depths"):
         get_method("cascade", depths=[2, 2])
     with pytest.raises(UsageError, match="regression"):

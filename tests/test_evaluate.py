@@ -19,7 +19,7 @@ from tests import tiny
 # methods whose one model sweeps an exit rule (static trains a model per sweep value; a cascade
 # chains several models: tests/test_cascade.py)
 DYNAMIC = [name for name in METHODS.builtin() if len(get_method(name).variants([1.0, 2.0])) == 1
-           and not get_method(name).combines]
+           and len(get_method(name).models(6)) == 1]
 
 
 @pytest.fixture(scope="module")

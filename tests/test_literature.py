@@ -68,7 +68,7 @@ def test_a_paper_setting_dry_runs_offline(path, data_dir, tmp_path, monkeypatch)
                 continue
         method = get_method(config["methods"][0], **config.get("methods_settings", {}).get(
             config["methods"][0], {}))
-        parts = method.parts(12) if method.combines else [method]  # a cascade: each model
+        parts = method.models(12)  # a cascade: each model
         stages = sum(len(part.stages()) for part in parts)
         epochs = budget["epochs"] * (stages - len(budget.get("stage_overrides", {}))) + sum(
             over.get("epochs", budget["epochs"])

@@ -154,12 +154,12 @@ def train_command(
     out_dir(out, "checkpoints")
     pooling = resolve_pooling(model, config.pooling)
     data = resolve_data_dir(data_dir)
-    if not m.combines:
-        result = _run(m, spec, model, pooling, data, cfg, out, overwrite, processes)
-    else:  # a cascade: its models trained one by one, each its own checkpoint
-        from eebench.run.execute import backbone_layers
+    from eebench.run.execute import backbone_layers
 
-        parts = m.parts(backbone_layers(model))
+    parts = m.models(backbone_layers(model))
+    if len(parts) == 1:
+        result = _run(m, spec, model, pooling, data, cfg, out, overwrite, processes)
+    else:  # several models (a cascade's) trained one by one, each its own checkpoint
         if distributed.is_main_process():
             err_console.print(f"[bold]{m.name}[/]: {len(parts)} models, trained one by one")
         result = {"method": m.name, "method_settings": m.settings,

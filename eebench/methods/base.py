@@ -103,9 +103,6 @@ class EarlyExitMethod:
     joint_stage: ClassVar[str] = "joint"  # the name of the one stage of `stages()`' default
     # What `variants` trains, in words (`eebench methods` shows it).
     trains: ClassVar[str] = "one model"
-    # Its one variant is a model assembled from several trained ones (a cascade): the runner
-    # trains each of `parts`, then measures `assemble` of them as one model.
-    combines: ClassVar[bool] = False
     Settings: ClassVar[type[MethodSettings]] = MethodSettings  # none, unless a method has some
 
     def __init__(self, **settings: Any):
@@ -157,20 +154,20 @@ class EarlyExitMethod:
         static trains one truncated model per value. Refuses values no variant can serve."""
         return [Variant(JOINT, self, tuple(float(v) for v in sweep))]
 
-    def parts(self, num_layers: int) -> list[EarlyExitMethod]:
-        """A combining method's models, one method each, for a backbone of `num_layers`."""
-        raise NotImplementedError
+    def models(self, num_layers: int) -> list[EarlyExitMethod]:
+        """The models one variant of this method trains, each a method of its own (its heads,
+        stages and loss), for a backbone of `num_layers` layers: itself, by default; a cascade's
+        complete models of growing depth. `combine` makes the one model a run measures."""
+        return [self]
 
-    def assemble(self, models: Sequence[nn.Module]) -> nn.Module:
-        """A combining method's one model from its trained `parts`' models, in their order."""
-        raise NotImplementedError
-
-    def layers_to_use(self, available: int) -> int:
-        """How many backbone layers the model keeps (a static method may truncate)."""
-        return available
+    def combine(self, models: Sequence[nn.Module]) -> nn.Module:
+        """The model the engine runs (eebench.models.exits) from the trained `models`, in the
+        order `models()` gave them: the one model itself, by default."""
+        return models[0]
 
     def head_layers(self, num_layers: int) -> tuple[int, ...]:
-        """The layers with an exit after them (1-based): every one, by default."""
+        """The layers with an exit after them (1-based) on a backbone of `num_layers` layers:
+        every one, by default. The model keeps the layers up to the last of them."""
         return tuple(range(1, num_layers + 1))
 
     def shares_pooler(self) -> bool:

@@ -21,7 +21,7 @@ count every model run. Classification only (the rule needs classes). Deviations:
 from __future__ import annotations
 
 from collections.abc import Sequence
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING
 
 from pydantic import Field, field_validator
 
@@ -39,7 +39,6 @@ if TYPE_CHECKING:
     import torch
     from torch import nn
 
-    from eebench.models.multi_exit import ExitHeads
 
 
 @register_method("cascade")
@@ -51,7 +50,6 @@ class Cascade(EarlyExitMethod):
     rule = "maxprob"
     trains = ("one complete model per depth (static's models, shared with static runs), "
               "chained at inference")
-    combines = True
 
     class Settings(MethodSettings):
         depths: list[int] | None = None  # the models' depths; None: 1, 2, 4, ... and L
@@ -78,7 +76,7 @@ class Cascade(EarlyExitMethod):
                              "layers", hint="set depths to layer counts the backbone has")
         return list(depths)
 
-    def parts(self, num_layers: int) -> list[EarlyExitMethod]:
+    def models(self, num_layers: int) -> list[EarlyExitMethod]:
         """One method per model, trained on its own: static's, or with DAR before the last."""
         if self.config.layers is not None:
             raise UsageError("cascade: `layers` names one model of a cascade, not a cascade",
@@ -90,21 +88,16 @@ class Cascade(EarlyExitMethod):
         return [*(Cascade(layers=k, ranking_weight=w, ranking_margin=m) for k in first),
                 Static(layers=last)]
 
-    def assemble(self, models: Sequence[nn.Module]) -> nn.Module:
+    def combine(self, models: Sequence[nn.Module]) -> nn.Module:
         from eebench.methods.cascade_model import CascadeModel  # torch, so only here
 
         return CascadeModel(list(models), self.settings)
 
     # -- one model of the cascade: static's, with DAR -------------------------------------------
-    def layers_to_use(self, available: int) -> int:
-        return Static(layers=self.config.layers).layers_to_use(available)
+    def head_layers(self, num_layers: int) -> tuple[int, ...]:
+        return Static(layers=self.config.layers).head_layers(num_layers)
 
-    def build_heads(self, config: Any, num_labels: int, num_layers: int, pooler: nn.Module
-                    ) -> ExitHeads:
-        return Static().build_heads(config, num_labels, num_layers, pooler)
-
-    def stages(self) -> list[Stage]:
-        return Static().stages()
+    joint_stage = Static.joint_stage
 
     def loss(self, exit_logits: Sequence[torch.Tensor], labels: torch.Tensor, stage: Stage,
              is_regression: bool, step: int = 0) -> torch.Tensor:

@@ -54,14 +54,12 @@ class Static(EarlyExitMethod):
         return [Variant(f"k{int(k)}", type(self)(**{**self.settings, "layers": int(k)}),
                         (float(k),)) for k in sweep]
 
-    def layers_to_use(self, available: int) -> int:
-        k = self.config.layers
-        if k is not None and k > available:
-            raise UsageError(f"static: layers={k} but the backbone has {available} layers")
-        return available if k is None else k
-
     def head_layers(self, num_layers: int) -> tuple[int, ...]:
-        return (num_layers,)  # one classifier, after the last layer kept
+        """One classifier, after layer k (every layer when `layers` is not set)."""
+        k = self.config.layers
+        if k is not None and k > num_layers:
+            raise UsageError(f"static: layers={k} but the backbone has {num_layers} layers")
+        return (num_layers if k is None else k,)
 
     def loss(self, exit_logits: Sequence[torch.Tensor], labels: torch.Tensor, stage: Stage,
              is_regression: bool, step: int = 0) -> torch.Tensor:

@@ -141,13 +141,13 @@ Route = Callable[[int, torch.Tensor], tuple[torch.Tensor, torch.Tensor]]
 
 
 class HeadBuilder(Protocol):
-    """What the model needs of a method: how many layers to keep and which heads to put on them
-    (eebench.methods.base.HeadBuilder is one)."""
+    """What the model needs of a method: where its heads go (the model keeps the layers up to
+    the last of them) and the heads themselves (eebench.methods.base.EarlyExitMethod is one)."""
 
     name: str
     settings: dict[str, Any]
 
-    def layers_to_use(self, available: int) -> int: ...
+    def head_layers(self, num_layers: int) -> tuple[int, ...]: ...
 
     def build_heads(self, config: Any, num_labels: int, num_layers: int, pooler: nn.Module
                     ) -> ExitHeads: ...
@@ -358,7 +358,7 @@ def assemble(hf_model: nn.Module, method: HeadBuilder, num_labels: int,
     where the checkpoint has one per layer, pooling with `pooling`). Returned in eval mode."""
     parts = encoder_parts(hf_model)
     available = len(parts.layers)
-    n = method.layers_to_use(available) if num_layers is None else int(num_layers)
+    n = method.head_layers(available)[-1] if num_layers is None else int(num_layers)
     if not 1 <= n <= available:
         raise UsageError(f"cannot use {n} layers of a {available}-layer backbone",
                          hint=f"choose between 1 and {available}")

@@ -52,21 +52,18 @@ class FullPass:
     facts: ModelFacts
 
 
-def full_pass(cfg: R.RunConfig, spec: TaskSpec, ckpt_dir: Path | list[Path], eval_ex, opts
+def full_pass(cfg: R.RunConfig, spec: TaskSpec, ckpt_dirs: list[Path], eval_ex, opts
               ) -> FullPass:
-    """Load the checkpoint and run the model once over the split (see FullPass). Several
-    checkpoints: a combining method's models, assembled by the method into its one model."""
+    """Load the checkpoints of a variant's models (one, but for a cascade), combine them into the
+    one model the method measures, and run it once over the split (see FullPass)."""
     from eebench.data.batching import encode, eval_batches
     from eebench.measure.cost_table import build_cost_table
     from eebench.measure.params import params_per_exit
     from eebench.train.checkpoint import load_trained
 
-    if isinstance(ckpt_dir, list):
-        loaded = [load_trained(d) for d in ckpt_dir]  # one backbone: one tokenizer
-        model = get_method(cfg.method, **cfg.method_settings).assemble([m for m, _, _ in loaded])
-        tokenizer = loaded[0][1]
-    else:
-        model, tokenizer, _ = load_trained(ckpt_dir)
+    loaded = [load_trained(d) for d in ckpt_dirs]  # one backbone: one tokenizer
+    model = get_method(cfg.method, **cfg.method_settings).combine([m for m, _, _ in loaded])
+    tokenizer = loaded[0][1]
     enc = encode(eval_ex, tokenizer, cfg.max_seq_length, spec.is_regression)
     task = _progress_task(opts, f"{cfg.method} {cfg.task}: full pass", len(enc))
     out = collect_exit_logits(model, eval_batches(enc, opts.eval_batch_size, sort_by_length=True),
@@ -107,13 +104,6 @@ def rule_record(cfg: R.RunConfig, method: Any, spec: TaskSpec) -> R.RuleRecord:
         comparison = getattr(get_rule(name), "comparison", None) or \
             R.COMPARISONS_BEFORE_SCHEMA_3.get(name)
     return R.RuleRecord(name=name, comparison=comparison, is_regression=spec.is_regression)
-
-
-def evaluate_variant(cfg: R.RunConfig, variant: Variant, spec: TaskSpec, ckpt_dir: Path,
-                     eval_ex, full_layers: int, opts) -> Measured:
-    """One trained model of a run, measured: its full pass, then its sweep."""
-    return sweep_variant(cfg, variant, spec, full_pass(cfg, spec, ckpt_dir, eval_ex, opts),
-                         full_layers, opts)
 
 
 def sweep_variant(cfg: R.RunConfig, variant: Variant, spec: TaskSpec, fp: FullPass,

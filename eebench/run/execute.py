@@ -164,11 +164,9 @@ def _execute(cfgs: list[R.RunConfig], opts: RunOptions, run_dirs: list[Path]) ->
 
     results = [_Results() for _ in cfgs]
     for variant in variants:
-        if variant.method.combines:  # its models trained one by one, measured as one (a cascade)
-            ckpt_dir = [_train(cfg, m, trained, train_ex, dev_ex, opts)
-                        for m in variant.method.parts(full_layers)]
-        else:
-            ckpt_dir = _train(cfg, variant.method, trained, train_ex, dev_ex, opts)
+        # its models, trained one by one (one, but for a cascade), measured as one
+        ckpt_dir = [_train(cfg, m, trained, train_ex, dev_ex, opts)
+                    for m in variant.method.models(full_layers)]
         fp = full_pass(cfg, spec, ckpt_dir, eval_ex, opts)
         if len(cfgs) > 1:
             _say(opts, f"one pass over {len(eval_ex)} samples: sweeping "
@@ -197,7 +195,7 @@ class _Results:
     extra: dict[str, np.ndarray] = field(default_factory=dict)
     records: list[R.VariantRecord] = field(default_factory=list)
 
-    def add(self, variant, measured, ckpt_dir: Path | list[Path], n_variants: int) -> None:
+    def add(self, variant, measured, ckpt_dir: list[Path], n_variants: int) -> None:
         self.points += measured.points
         for k in self.arrays:
             self.arrays[k].append(measured.arrays[k])
@@ -208,10 +206,9 @@ class _Results:
         if measured.arrays.get("labels") is not None:
             self.extra["labels"] = measured.arrays["labels"]
         self.extra["lengths"] = measured.arrays["lengths"]
-        dirs = ckpt_dir if isinstance(ckpt_dir, list) else [ckpt_dir]  # a cascade's: several
         self.records.append(R.VariantRecord(
             name=variant.name, sweep_values=[p.sweep_value for p in measured.points],
-            logits_key=key, checkpoint=";".join(map(str, dirs)), **measured.structure))
+            logits_key=key, checkpoint=";".join(map(str, ckpt_dir)), **measured.structure))
 
 
 def _train(cfg: R.RunConfig, method: EarlyExitMethod, spec: TaskSpec, train_ex, dev_ex,

@@ -201,8 +201,7 @@ def _check_structure(report: Conformance, method: Any, backbone: Path) -> None:
 
     for variant in method.variants(method.default_sweep(NUM_LAYERS, False, 2))[:1]:
         m = variant.method
-        parts = m.parts(NUM_LAYERS) if m.combines else [m]
-        for part in parts:
+        for part in m.models(NUM_LAYERS):
             with report.check(f"{part.name}: heads, exit layers and stages"):
                 model = build_model(str(backbone), part, 2)
                 assert model.exit_layers, "no exit"
@@ -237,13 +236,12 @@ def _train(method: Any, backbone: Path, root: Path, is_regression: bool) -> Any:
     spec = get_task("stsb" if is_regression else "rte")
     cfg = TrainConfig(epochs=2, batch_size=4, lr=1e-3, max_seq_length=32, eval_batch_size=8,
                       save_every=0, device="cpu", seed=0)
-    parts = method.parts(NUM_LAYERS) if method.combines else [method]
     models = []
-    for part in parts:
+    for part in method.models(NUM_LAYERS):
         path = train(part, spec, str(backbone), examples("train", is_regression), None, cfg,
                      root / "checkpoints")
         models.append(load_trained(path)[0])
-    return method.assemble(models) if method.combines else models[0]
+    return method.combine(models)
 
 
 def _check_runs(report: Conformance, method: Any, backbone: Path, root: Path,

@@ -77,12 +77,9 @@ def train_steps(cell: Cell, data_dir: Path | None) -> int | None:
     per_epoch = math.ceil(n / train.batch_size)
     steps = 0
     for variant in get_method(rc.method, **rc.method_settings).variants(rc.sweep):
-        models = [variant.method]
-        if variant.method.combines:  # a cascade trains each of its models
-            from eebench.run.execute import backbone_layers
+        from eebench.run.execute import backbone_layers
 
-            models = variant.method.parts(backbone_layers(rc.model))
-        for model in models:
+        for model in variant.method.models(backbone_layers(rc.model)):  # a cascade: several
             for stage in model.stages():
                 steps += per_epoch * train.for_stage(stage.name, heads_only=False).epochs
     return steps
