@@ -33,6 +33,12 @@ from typing import TYPE_CHECKING, Any
 from eebench.errors import DataError, EebenchError, UsageError
 from eebench.io import hub_offline_mode, hub_unreachable
 from eebench.models import bundled
+
+# A local model directory is checked before transformers reads it (eebench.models.model_dir): one
+# line naming the file for a config no model can be built from, weights that are not safetensors
+# inside the directory, layers the config declares that the weights lack, a missing or
+# mismatched tokenizer. Its names are re-exported here, where they were first defined.
+from eebench.models.model_dir import PICKLED_WEIGHTS, check_config, check_model_dir  # noqa: F401
 from eebench.registry import Registry
 
 if TYPE_CHECKING:
@@ -93,56 +99,6 @@ def resolve_backbone(name: str) -> str:
     return name
 
 
-# A local model directory is checked before transformers reads it, so that what is wrong with it
-# is one line naming the file: its config.json (present, JSON, an object with a model_type, sizes
-# that are positive integers a model can be built with) and its weights (safetensors: eebench
-# never unpickles, so a directory whose weights are only pickled is refused).
-PICKLED_WEIGHTS = ("pytorch_model.bin", "pytorch_model.bin.index.json", "model.pt", "model.pth",
-                   "model.ckpt", "model.pkl")
-_COUNTS = ("num_hidden_layers", "num_attention_heads", "num_hidden_groups", "inner_group_num",
-           "n_layers", "n_heads")  # layers and heads: at most MAX_COUNT
-_SIZES = ("hidden_size", "intermediate_size", "vocab_size", "max_position_embeddings",
-          "embedding_size", "dim", "hidden_dim")  # at most MAX_SIZE
-MAX_COUNT, MAX_SIZE = 4096, 2**31 - 1
-_HEADS = (("hidden_size", "num_attention_heads"), ("dim", "n_heads"))
-
-
-def check_config(config: dict[str, Any], where: str) -> None:
-    """Refuse a config no model can be built from, naming the field (a DataError)."""
-    if not isinstance(config.get("model_type"), str):
-        raise DataError(f"{where}: no model_type: not a Hugging Face model config")
-    for key in (*_COUNTS, *_SIZES):
-        if key not in config:
-            continue
-        value, top = config[key], MAX_COUNT if key in _COUNTS else MAX_SIZE
-        if isinstance(value, bool) or not isinstance(value, int) or not 1 <= value <= top:
-            raise DataError(f"{where}: {key} is {value!r}; it should be an integer in 1..{top:,}")
-    for size, heads in _HEADS:
-        if size in config and heads in config and config[size] % config[heads]:
-            raise DataError(f"{where}: {size} {config[size]} is not a multiple of {heads} "
-                            f"{config[heads]} (each attention head gets an equal share)")
-
-
-def check_model_dir(path: Path) -> None:
-    """A local model directory transformers can load without unpickling anything: one line
-    naming the file otherwise."""
-    from eebench.io import read_json
-
-    config = path / "config.json"
-    if not config.is_file():
-        what = "config.json is not a file" if config.exists() else "no config.json"
-        raise DataError(f"{path}: not a model directory ({what})", hint=HINT)
-    data = read_json(config, hint=HINT)
-    if not isinstance(data, dict):
-        raise DataError(f"{config}: not a JSON object: not a Hugging Face model config")
-    check_config(data, str(config))
-    pickled = [path / f for f in PICKLED_WEIGHTS if (path / f).exists()]
-    if pickled and not any(path.glob("*.safetensors*")):
-        raise DataError(f"{pickled[0]}: pickled weights; eebench never unpickles a file",
-                        hint="save the model with safetensors (save_pretrained writes "
-                             "model.safetensors) and remove the pickled file")
-
-
 def _load_errors() -> tuple[type[BaseException], ...]:
     """What a Hugging Face loader raises for files that are not a loadable model: missing or
     unreadable files (OSError), a config it refuses (ValueError; the hub library's strict
@@ -201,12 +157,29 @@ def load_hf_model(name: str, attn_implementation: str = "eager") -> nn.Module:
         raw = backbone_config_dict(name)  # offline and not cached: one line, here
         if raw.get("model_type") in CONVERSIONS:
             return load_converted(name, raw, attn_implementation)
-        return from_pretrained(AutoModel.from_pretrained, name, use_safetensors=True,
-                               attn_implementation=attn_implementation)  # never unpickled
+        model, info = from_pretrained(AutoModel.from_pretrained, name, use_safetensors=True,
+                                      attn_implementation=attn_implementation,
+                                      output_loading_info=True)  # never unpickled
+        check_loaded(name, info)
+        return model
     finally:
         logging.set_verbosity(verbosity)
         if bar:
             logging.enable_progress_bar()
+
+
+def check_loaded(name: str, info: dict[str, Any]) -> None:
+    """Refuse a model that transformers completed with random tensors: weights the checkpoint
+    lacks (the pretrained pooler aside: a checkpoint without one gets a fresh pooler, as
+    DistilBERT's exit heads do) or whose shapes did not fit."""
+    missing = [k for k in info.get("missing_keys") or () if not k.startswith("pooler.")]
+    mismatched = list(info.get("mismatched_keys") or ())
+    if missing or mismatched:
+        what = (f"lacks {missing[0]}" + (f" and {len(missing) - 1} more tensors"
+                                          if len(missing) > 1 else "")
+                if missing else f"has {mismatched[0][0]} in another shape")
+        raise DataError(f"{name}: the checkpoint {what}; eebench does not fill weights in at "
+                        "random", hint="use the config saved with these weights")
 
 
 def load_tokenizer(name: str) -> Any:

@@ -277,24 +277,25 @@ def _config_dict(where: str, **kwargs: Any) -> dict[str, Any]:
 
 
 def _weights_file(where: str, **kwargs: Any) -> str:
+    """The checkpoint's model.safetensors (a local directory's is checked first by
+    `from_pretrained`). Weights that exist only pickled are refused: eebench never unpickles."""
     from transformers.utils import cached_file
 
-    for filename in ("model.safetensors", "pytorch_model.bin"):
-        path = cached_file(where, filename, _raise_exceptions_for_missing_entries=False, **kwargs)
-        if path:
-            return str(path)
-    raise OSError(f"no model.safetensors or pytorch_model.bin in {where}")
+    path = cached_file(where, "model.safetensors", _raise_exceptions_for_missing_entries=False,
+                       **kwargs)
+    if path:
+        return str(path)
+    raise DataError(f"{where}: no model.safetensors (weights that exist only pickled are not "
+                    "read: eebench never unpickles a file)",
+                    hint="save the model with safetensors (save_pretrained writes "
+                         "model.safetensors)")
 
 
 def _read_weights(path: str) -> dict[str, torch.Tensor]:
-    """safetensors; a hub checkpoint with only pickled weights is read as transformers reads one
-    (`weights_only`: tensors, no code). A local directory never gets here with pickled weights
-    alone: `from_pretrained` refuses it first."""
-    if path.endswith(".safetensors"):
-        from safetensors.torch import load_file
+    """The tensors of a safetensors file (no pickle, no code)."""
+    from safetensors.torch import load_file
 
-        return load_file(path)
-    return torch.load(path, map_location="cpu", weights_only=True)
+    return load_file(path)
 
 
 def backbone_config_dict(name: str) -> dict[str, Any]:

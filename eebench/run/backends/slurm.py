@@ -1,35 +1,46 @@
 """Cells as Slurm job arrays, through submitit: one `sbatch --array=0-N%K` per round.
 
 submitit's folder lives in the runs root, `<out>/.submitit/<submission>/` (a fresh folder per
-submission: Slurm reuses job ids after its state is reset, and a reused folder would hand back an
-old job's result). Each submitted cell leaves a record, `<out>/.submitit/cells/<key>.json` (its
-job id, folder and attempt), until its job is settled, so that a driver that left early
-(`--no-wait`) can be followed by another that waits for those jobs instead of submitting the
-cells again, and that names the cells whose job died without a word (killed, out of memory, past
-its time limit) by writing their error record.
+submission: Slurm reuses job ids after its state is reset, and a reused folder would hold an old
+job's files). Each submitted cell leaves a record, `<out>/.submitit/cells/<key>.json` (its job id,
+the name of its submission folder and its attempt), until its job is settled, so that a driver
+that left early (`--no-wait`) can be followed by another that waits for those jobs instead of
+submitting the cells again, and that names the cells whose job died without a word (killed, out
+of memory, past its time limit) by writing their error record.
+
+What a job did is read from its cell's run directories, as for every backend
+(`cells.status`: each run's summary present and verified, or the error record its worker wrote),
+never from the result pickle submitit leaves: the driver unpickles nothing. A record is data
+checked field by field: its job id is a Slurm id, its submission folder a name eebench gives,
+resolved under `<out>/.submitit/` (never a path read back from it), so a record planted in a
+runs folder can name no file elsewhere; one that is not a record is refused in one line.
 
 Job states come from `sacct` (submitit needs Slurm's accounting for them), read once every few
-seconds for all jobs together; a result file appearing ends the wait for its job at once.
+seconds for all jobs together.
 """
 
 from __future__ import annotations
 
 import getpass
-import json
+import os
+import re
 import shutil
+import stat
 import subprocess
 import time
 import uuid
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from eebench.errors import EebenchError
-from eebench.io import write_json
+from eebench.errors import DataError, EebenchError
+from eebench.io import read_json, write_json
 from eebench.run.backends.cells import (
     Cell,
     CellOutcome,
     cell_dir,
     one_line,
+    read_error,
     run_cell,
     status,
     write_error,
@@ -43,22 +54,56 @@ POLL_SECONDS = 0.5
 SACCT_EVERY = 3.0  # seconds between two sacct calls while waiting
 LOST_AFTER = 60.0  # seconds after which a job sacct still does not know is looked up in squeue
 LOG_TAIL = 60  # lines of a dead job's log kept in its cell's traceback.txt
+LOG_BYTES = 64 << 10  # the end of a dead job's log read for them
+RECORD_BYTES = 4096  # a record is a few fields
+SUBMISSION = re.compile(r"\d{8}-\d{6}-[0-9a-f]{8}")  # the folder names `_executor` gives
+JOB_ID = re.compile(r"\d{1,20}(_\d{1,9})?")  # a job, or an array task <array>_<index>
 
 
 def records_dir(out: Path | str) -> Path:
     return Path(out) / SUBMITIT_DIR / RECORDS_DIR
 
 
-def records(out: Path | str) -> dict[str, dict[str, Any]]:
+@dataclass(frozen=True)
+class Record:
+    """A submitted cell's record, checked: its job, its submission folder's name, its attempt."""
+
+    job: str
+    submission: str
+    attempt: int
+
+    def folder(self, out: Path | str) -> Path:
+        return Path(out) / SUBMITIT_DIR / self.submission
+
+
+def records(out: Path | str) -> dict[str, Record]:
     """The cells submitted by earlier commands whose jobs are not settled yet, by key (read
-    without asking Slurm: `--dry-run` lists them as submitted)."""
-    found = {}
-    for path in sorted(records_dir(out).glob("*.json")):
-        try:
-            found[path.stem] = json.loads(path.read_text(encoding="utf-8"))
-        except (OSError, ValueError):  # a record half-written by a killed driver: not a job
-            continue
-    return found
+    without asking Slurm: `--dry-run` lists them as submitted). A file that is not a record is
+    refused in one line: it could make a driver wait for, or settle, a job it never submitted."""
+    return {path.stem: read_record(path) for path in sorted(records_dir(out).glob("*.json"))}
+
+
+def read_record(path: Path) -> Record:
+    hint = ("remove it if no job of that cell is queued or running: a cell's results are read "
+            "from its run directories")
+    if not path.is_file() or path.stat().st_size > RECORD_BYTES:
+        raise DataError(f"{path}: not a Slurm cell record (not a small regular file)", hint=hint)
+    data = read_json(path, hint=hint)
+    if not isinstance(data, dict):
+        raise DataError(f"{path}: not a Slurm cell record (not a JSON object)", hint=hint)
+    # `folder`: the records of earlier versions named the folder's path; only its name is used
+    name = data.get("submission", Path(str(data["folder"])).name if "folder" in data else None)
+    job, attempt = data.get("job"), data.get("attempt", 1)
+    why = ("no job id" if job is None else
+           "its job is not a Slurm job id" if not isinstance(job, str) or not JOB_ID.fullmatch(job)
+           else "no submission folder" if name is None else
+           "its submission folder is not one eebench names" if not isinstance(name, str)
+           or not SUBMISSION.fullmatch(name) else
+           "its attempt is not a count" if isinstance(attempt, bool)
+           or not isinstance(attempt, int) or not 1 <= attempt <= 10_000 else None)
+    if why:
+        raise DataError(f"{path}: not a Slurm cell record ({why})", hint=hint)
+    return Record(job, name, attempt)
 
 
 class SlurmEngine(Engine):
@@ -112,7 +157,8 @@ class SlurmEngine(Engine):
         for h, job in zip(handles, jobs):
             h.ref, h.job = job, str(job.job_id)
             write_json(records_dir(self.worker.out) / f"{h.cell.key}.json",
-                       {"job": h.job, "folder": str(executor.folder), "attempt": h.attempt})
+                       {"job": h.job, "submission": Path(executor.folder).name,
+                        "attempt": h.attempt})
         self.say(f"slurm: job array {jobs[0].job_id.split('_')[0]} ({len(jobs)} cells) in "
                  f"{executor.folder}")
 
@@ -123,8 +169,8 @@ class SlurmEngine(Engine):
         for cell in cells:
             rec = recs.get(cell.key)
             if rec is not None:
-                job = self.submitit.SlurmJob(folder=rec["folder"], job_id=rec["job"])
-                found.append(Handle(cell, int(rec.get("attempt", 1)), job, rec["job"]))
+                job = self.submitit.SlurmJob(folder=rec.folder(self.worker.out), job_id=rec.job)
+                found.append(Handle(cell, rec.attempt, job, rec.job))
         if not found:
             return {}
         found[0].ref.watcher.update()  # one sacct call for them all
@@ -175,28 +221,27 @@ class SlurmEngine(Engine):
         return unknown - _queue() if unknown else set()
 
     def _finished(self, h: Handle) -> bool:
-        job = h.ref
-        return job.paths.result_pickle.exists() or job.watcher.is_done(job.job_id, mode="cache")
+        return h.ref.watcher.is_done(h.ref.job_id, mode="cache")
 
     def _settle(self, h: Handle) -> CellOutcome:
-        """A finished job's outcome: the worker's own, or (the job died before it could say) an
-        error record written here, from the job's state and the end of its log."""
-        job = h.ref
+        """A finished job's outcome, from its cell's run directories: done (every summary
+        present and verified), the error record its worker wrote, busy (another process holds
+        one of its runs), or (the job died before it could say) an error record written here,
+        from the job's state and the end of its log."""
+        out, key = self.worker.out, h.cell.key
         self._drop(h)
-        if job.paths.result_pickle.exists():
-            try:
-                result = job.result()
-            except Exception as e:  # the worker itself could not start (an import failed)
-                return self._failed(h, f"slurm job {h.job} failed: {one_line(e)[:300]}", str(e))
-            if isinstance(result, CellOutcome):
-                result.job = result.job or h.job
-                return result
-        if status(h.cell, self.worker.out) == "done":
-            return CellOutcome(h.cell.key, "done", h.attempt, job=h.job)
-        state = job.watcher.get_state(job.job_id, mode="cache")
-        log = job.stdout() or ""
-        tail = "".join(log.splitlines(keepends=True)[-LOG_TAIL:])
-        return self._failed(h, f"slurm job {h.job} ended {state} without a result", tail)
+        if status(h.cell, out) == "done":
+            return CellOutcome(key, "done", h.attempt, job=h.job)
+        run_dir = str(cell_dir(h.cell, out))
+        error = read_error(h.cell, out)
+        if isinstance(error, dict) and error.get("job") == h.job:  # this job's own record
+            return CellOutcome(key, "failed", h.attempt, error=" ".join(
+                str(error.get("error")).split())[:300], run_dir=run_dir, job=h.job)
+        if _held(h.cell, out):
+            return CellOutcome(key, "busy", h.attempt, run_dir=run_dir, job=h.job)
+        state = h.ref.watcher.get_state(h.ref.job_id, mode="cache")
+        return self._failed(h, f"slurm job {h.job} ended {state} without a result",
+                            _log_tail(Path(h.ref.paths.stdout)))
 
     def _failed(self, h: Handle, error: str, trace: str) -> CellOutcome:
         write_error(cell_dir(h.cell, self.worker.out), error, "SlurmJobError", h.attempt,
@@ -206,6 +251,47 @@ class SlurmEngine(Engine):
 
     def _drop(self, h: Handle) -> None:
         (records_dir(self.worker.out) / f"{h.cell.key}.json").unlink(missing_ok=True)
+
+
+def _held(cell: Cell, out: Path | str) -> bool:
+    """Whether another process holds the lock of one of the cell's run directories."""
+    import fcntl
+
+    from eebench.run.execute import LOCK_FILE, run_dir_for
+
+    for rc in (*cell.in_domain, *cell.runs):
+        lock = run_dir_for(rc, Path(out)) / LOCK_FILE
+        try:
+            fd = os.open(lock, os.O_RDONLY | os.O_NONBLOCK)
+        except OSError:
+            continue
+        try:
+            if stat.S_ISREG(os.fstat(fd).st_mode):
+                fcntl.flock(fd, fcntl.LOCK_SH | fcntl.LOCK_NB)
+        except BlockingIOError:
+            return True
+        finally:
+            os.close(fd)
+    return False
+
+
+def _log_tail(path: Path) -> str:
+    """The last lines of a job's log: a regular file, read from its end, at most LOG_BYTES."""
+    try:
+        fd = os.open(path, os.O_RDONLY | os.O_NONBLOCK)
+    except OSError:
+        return ""
+    try:
+        st = os.fstat(fd)
+        if not stat.S_ISREG(st.st_mode):
+            return ""
+        os.lseek(fd, max(0, st.st_size - LOG_BYTES), os.SEEK_SET)
+        text = os.read(fd, LOG_BYTES).decode("utf-8", errors="replace")
+    except OSError:
+        return ""
+    finally:
+        os.close(fd)
+    return "".join(text.splitlines(keepends=True)[-LOG_TAIL:])
 
 
 def _queue() -> set[str]:
