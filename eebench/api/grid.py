@@ -118,6 +118,7 @@ def run(cfg: BenchConfig, *, backend: str | BackendOptions = "local",
         data_dir=str(data.resolve()) if data else None, cwd=os.getcwd(), overwrite=overwrite,
         eval_batch_size=cfg.eval_batch_size, threads=None if local else opts.cpus_per_job or 1,
         backend=opts.backend)
+    _check_shifted_data(cells, data, out, overwrite)
     if not local:
         from eebench.run.backends import prepare, require_engine
 
@@ -126,6 +127,21 @@ def run(cfg: BenchConfig, *, backend: str | BackendOptions = "local",
     extra = {"console": console, "progress": progress, "on_outcome": on_outcome} if local else {}
     outcomes = run_cells(cells, opts, worker, say, **extra)
     return RunResult(grid, cells, outcomes, out)
+
+
+def _check_shifted_data(cells: list[Cell], data: Path | None, out: Path,
+                        overwrite: bool) -> None:
+    """The evaluated split of every domain-shift run still to do loads before anything trains:
+    its in-domain twin trains first, and a missing or broken file would be found only then."""
+    from eebench.run import artifacts as R
+    from eebench.run.execute import run_dir_for
+    from eebench.tasks.loaders import load_split
+
+    needed = dict.fromkeys(
+        (rc.task, rc.split) for c in cells if c.in_domain for rc in c.runs
+        if overwrite or not (run_dir_for(rc, out) / R.SUMMARY_FILE).exists())
+    for task, split in needed:
+        load_split(task, split, data)
 
 
 def check(result: RunResult) -> None:

@@ -93,22 +93,30 @@ def rules_for(config: BenchConfig, method: str, task: str,
 
 def check_shift(trained: TaskSpec, evaluated: TaskSpec) -> None:
     """A model trained on one task is evaluated on another only where its outputs mean the same
-    there: the same labels in the same order (or both regression) and the same kind of input
-    (one text or a pair). Refused in one line, before any work."""
+    there: the same label space (each label id means the same thing, whatever the label strings:
+    SST-2 and IMDb are both sentiment, CoLA's "1" is acceptability; see
+    eebench.tasks.spec.LABEL_SPACES) and the same kind of input (one text or a pair). Refused in
+    one line, before any work."""
     kind = {True: "sentence pairs", False: "single sentences"}
 
-    def labels(spec: TaskSpec) -> str:
-        return "a regression score" if spec.labels is None else f"labels {', '.join(spec.labels)}"
+    def meaning(spec: TaskSpec) -> str:
+        if spec.label_space is None:
+            return "labels of no declared label space"
+        if spec.label_meanings is None:
+            return f"a {spec.label_space} score"
+        return (f"{spec.label_space} labels (" + ", ".join(
+            f"{label} = {m}" for label, m in zip(spec.labels or (), spec.label_meanings)) + ")")
 
-    if trained.labels != evaluated.labels:
+    same_space = trained.label_space is not None and trained.label_space == evaluated.label_space
+    if not same_space or trained.is_pair != evaluated.is_pair:
+        def what(spec: TaskSpec) -> str:
+            return f"{kind[spec.is_pair]} with {meaning(spec)}"
+
         raise UsageError(
-            f"--eval-task {evaluated.name}: it has {labels(evaluated)}, {trained.name} has "
-            f"{labels(trained)}", hint="a model can only be evaluated on a task with the same "
-            "label set")
-    if trained.is_pair != evaluated.is_pair:
-        raise UsageError(
-            f"--eval-task {evaluated.name}: it has {kind[evaluated.is_pair]}, {trained.name} "
-            f"has {kind[trained.is_pair]}", hint="evaluate on a task with the same kind of input")
+            f"--eval-task {evaluated.name}: it has {what(evaluated)}, {trained.name} has "
+            f"{what(trained)}", hint="a model can only be evaluated on a task with the same kind "
+            "of input whose labels mean the same (`eebench tasks --json` shows each task's "
+            "label_space)")
 
 
 def run_config_for(config: BenchConfig, method: str, task: str, seed: int,

@@ -46,6 +46,7 @@ add(TaskSpec(
     hub=glue_hub("cola", ("sentence",)),
     expected_rows={"train": 8551, "dev": 1043, "test": 1063},
     description="Corpus of Linguistic Acceptability (1 = acceptable).",
+    label_space="acceptability",
 ))
 add(TaskSpec(
     name="sst2", benchmark="glue", title="SST-2",
@@ -55,6 +56,7 @@ add(TaskSpec(
     hub=glue_hub("sst2", ("sentence",)),
     expected_rows={"train": 67349, "dev": 872, "test": 1821},
     description="GLUE SST-2: phrase-level sentiment (1 = positive).",
+    label_space="sentiment",
 ), aliases=("sst-2", "glue-sst2"))
 MRPC_TEXT = ("#1 String", "#2 String")
 add(TaskSpec(
@@ -65,6 +67,7 @@ add(TaskSpec(
     hub=glue_hub("mrpc", ("sentence1", "sentence2")),
     expected_rows={"train": 3668, "dev": 408, "test": 1725},
     description="Microsoft Research Paraphrase Corpus (1 = paraphrase).",
+    label_space="paraphrase",
 ), aliases=("glue-mrpc",))
 add(TaskSpec(
     name="stsb", benchmark="glue", title="STS-B",
@@ -74,6 +77,7 @@ add(TaskSpec(
     hub=glue_hub("stsb", ("sentence1", "sentence2")),
     expected_rows={"train": 5749, "dev": 1500, "test": 1379},
     description="Semantic Textual Similarity Benchmark: a 0-5 similarity score (regression).",
+    label_space="similarity",
 ), aliases=("sts-b", "glue-stsb"))
 add(TaskSpec(
     name="qqp", benchmark="glue", title="QQP",
@@ -83,6 +87,7 @@ add(TaskSpec(
     hub=glue_hub("qqp", ("question1", "question2")),
     expected_rows={"train": 363846, "dev": 40430, "test": 390965},
     description="Quora Question Pairs (1 = duplicate).",
+    label_space="paraphrase",
 ))
 add(TaskSpec(
     name="mnli", benchmark="glue", title="MNLI",
@@ -106,6 +111,7 @@ add(TaskSpec(
     expected_rows={"train": 392702, "dev": 9815, "dev_mismatched": 9832, "test": 9796,
                    "test_mismatched": 9847},
     description="Multi-Genre NLI; dev is the matched dev set, dev_mismatched the other.",
+    label_space="nli",
 ))
 add(TaskSpec(
     name="qnli", benchmark="glue", title="QNLI",
@@ -115,6 +121,7 @@ add(TaskSpec(
     hub=glue_hub("qnli", ("question", "sentence")),
     expected_rows={"train": 104743, "dev": 5463, "test": 5463},
     description="Question NLI from SQuAD.",
+    label_space="entailment-or-not",
 ))
 add(TaskSpec(
     name="rte", benchmark="glue", title="RTE",
@@ -124,6 +131,7 @@ add(TaskSpec(
     hub=glue_hub("rte", ("sentence1", "sentence2")),
     expected_rows={"train": 2490, "dev": 277, "test": 3000},
     description="Recognizing Textual Entailment.",
+    label_space="entailment-or-not",
 ))
 add(TaskSpec(
     name="wnli", benchmark="glue", title="WNLI",
@@ -133,6 +141,7 @@ add(TaskSpec(
     hub=glue_hub("wnli", ("sentence1", "sentence2")),
     expected_rows={"train": 635, "dev": 71, "test": 146},
     description="Winograd NLI (1 = entailment).",
+    label_space="not-or-entailment",
 ))
 
 # --------------------------------------------------------------------------------------- ELUE
@@ -144,6 +153,7 @@ add(TaskSpec(
     hub=None,  # the ELUE sentence-level split is distributed by ELUE only
     expected_rows={"train": 8544, "dev": 1101, "test": 2210},
     description="ELUE SST-2: sentence-level SST split (not GLUE's phrase-level train set).",
+    label_space="sentiment",
 ))
 add(TaskSpec(
     name="elue-imdb", benchmark="elue", title="IMDb",
@@ -154,6 +164,7 @@ add(TaskSpec(
     dev_from_train=DevFromTrain(fraction=0.1, seed=42),
     expected_rows={"train": 25000, "test": 25000},
     description="IMDb movie reviews (1 = positive); dev is a seeded stratified 10% of train.",
+    label_space="sentiment",
 ), aliases=("imdb",))
 add(TaskSpec(
     name="elue-mrpc", benchmark="elue", title="MRPC (ELUE)",
@@ -163,6 +174,7 @@ add(TaskSpec(
     hub=glue_hub("mrpc", ("sentence1", "sentence2")),
     expected_rows={"train": 3668, "dev": 408, "test": 1725},
     description="ELUE MRPC: the GLUE files; main metric is the mean of accuracy and F1.",
+    label_space="paraphrase",
 ))
 add(TaskSpec(
     name="elue-stsb", benchmark="elue", title="STS-B (ELUE)",
@@ -177,6 +189,7 @@ add(TaskSpec(
     hub=glue_hub("stsb", ("sentence1", "sentence2")),
     expected_rows={"train": 5749, "dev": 1500, "test": 1379},
     description="ELUE STS-B: the GLUE pairs in ELUE's CSV-quoted release.",
+    label_space="similarity",
 ))
 add(TaskSpec(
     name="elue-snli", benchmark="elue", title="SNLI",
@@ -192,6 +205,7 @@ add(TaskSpec(
                   ("premise", "hypothesis")),
     expected_rows={"train": 549367, "dev": 9842, "test": 9824},
     description="SNLI without '-' items; 0 entailment, 1 neutral, 2 contradiction.",
+    label_space="nli",
 ), aliases=("snli",))
 add(TaskSpec(
     name="elue-scitail", benchmark="elue", title="SciTail",
@@ -208,4 +222,5 @@ add(TaskSpec(
                   ("premise", "hypothesis")),
     expected_rows={"train": 23596, "dev": 1304, "test": 2126},
     description="SciTail entailment, ELUE release (1 = entails, 0 = neutral).",
+    label_space="not-or-entailment",
 ), aliases=("scitail",))

@@ -10,6 +10,20 @@ from eebench.registry import Registry
 
 SPLITS = ("train", "dev", "test")
 
+# What a task's label ids mean, by label space: the meaning of id 0, 1, ... (None: a regression
+# score). Two tasks share a label space when each id means the same thing in both, whatever their
+# label strings: a model trained on one is evaluated on the other (`--eval-task`) only then.
+# CoLA's "1" (acceptable) is not SST-2's "1" (positive); MNLI's "entailment" is SNLI's "0".
+LABEL_SPACES: Mapping[str, tuple[str, ...] | None] = MappingProxyType({
+    "acceptability": ("unacceptable", "acceptable"),
+    "sentiment": ("negative", "positive"),
+    "paraphrase": ("not equivalent", "equivalent"),
+    "entailment-or-not": ("entailment", "not entailment"),
+    "not-or-entailment": ("not entailment", "entailment"),
+    "nli": ("entailment", "neutral", "contradiction"),
+    "similarity": None,  # a graded similarity score of the two texts (0-5)
+})
+
 
 @dataclass(frozen=True)
 class LocalFile:
@@ -59,12 +73,28 @@ class TaskSpec:
     dev_from_train: DevFromTrain | None = None
     expected_rows: Mapping[str, int] = field(default_factory=dict)  # published split sizes
     description: str = ""
+    # What the label ids mean (a key of LABEL_SPACES); None: not declared, so never compatible
+    # with another task
+    label_space: str | None = None
 
     def __post_init__(self) -> None:
         for name in ("local", "label_aliases", "expected_rows"):
             object.__setattr__(self, name, MappingProxyType(dict(getattr(self, name))))
         if self.main_metric not in self.metrics:
             raise ValueError(f"{self.name}: main metric {self.main_metric!r} not in {self.metrics}")
+        if self.label_space is not None:
+            if self.label_space not in LABEL_SPACES:
+                raise ValueError(f"{self.name}: unknown label space {self.label_space!r}")
+            meanings = LABEL_SPACES[self.label_space]
+            if (meanings is None) != self.is_regression or (
+                    meanings is not None and len(meanings) != self.num_labels):
+                raise ValueError(f"{self.name}: label space {self.label_space!r} does not fit "
+                                 f"its labels {self.labels}")
+
+    @property
+    def label_meanings(self) -> tuple[str, ...] | None:
+        """What label id 0, 1, ... means (None: regression, or no label space declared)."""
+        return None if self.label_space is None else LABEL_SPACES[self.label_space]
 
     @property
     def is_regression(self) -> bool:
@@ -93,6 +123,7 @@ class TaskSpec:
             "type": "regression" if self.is_regression else "classification",
             "num_labels": self.num_labels,
             "labels": list(self.labels) if self.labels else None,
+            "label_space": self.label_space,
             "text_columns": list(self.text_columns),
             "metrics": list(self.metrics),
             "main_metric": self.main_metric,
