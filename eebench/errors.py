@@ -75,7 +75,10 @@ def os_error(e: OSError, doing: str | None = None) -> EebenchError | None:
     name = e.filename2 if e.filename2 is not None and e.errno in (errno.EEXIST, errno.EISDIR,
                                                                    errno.ENOTDIR) else e.filename
     if e.errno == errno.ENOTDIR and name is not None:  # name the file that is in the way
-        name, what = _file_in_the_way(str(name)), "is a file, where a directory is needed"
+        from eebench.io import kind
+
+        name = _file_in_the_way(str(name))
+        what = f"is {kind(name)}, where a directory is needed"
     reason = f"{doing} ({what})" if doing else what
     return EebenchError(f"{name}: {reason}" if name is not None else reason, hint=hint)
 

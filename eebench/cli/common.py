@@ -12,7 +12,7 @@ from typing import Any
 import typer
 from rich.console import Console
 
-from eebench.errors import EebenchError
+from eebench.errors import DataError, EebenchError
 
 # Progress and tables go to stderr; --json output goes to stdout alone. Tables wrap to fit a
 # terminal, and stay unwrapped (160 columns) in a log or CI file.
@@ -29,11 +29,19 @@ DataDirOption = typer.Option(
 JsonOption = typer.Option(False, "--json", help="Print machine-readable JSON to stdout.")
 
 
-def resolve_data_dir(data_dir: Path | None) -> Path | None:
-    if data_dir is not None:
-        return data_dir
-    env = os.environ.get(DATA_DIR_ENV)
-    return Path(env) if env else None
+def resolve_data_dir(data_dir: Path | None, exit_code: int = 1) -> Path | None:
+    """--data-dir, else EEBENCH_DATA_DIR; one that exists as anything but a directory (a file, a
+    FIFO) is refused before any work, naming what it is (with `exit_code`)."""
+    if data_dir is None:
+        env = os.environ.get(DATA_DIR_ENV)
+        data_dir = Path(env) if env else None
+    if data_dir is not None and data_dir.exists() and not data_dir.is_dir():
+        from eebench.io import not_a_directory
+
+        raise DataError(f"{data_dir}: {not_a_directory(data_dir)}",
+                        hint="--data-dir (or EEBENCH_DATA_DIR) names a local GLUE/ELUE TSV "
+                             "directory", exit_code=exit_code)
+    return data_dir
 
 
 def _first_existing(path: Path) -> Path:
@@ -63,12 +71,15 @@ def out_dir(path: Path | None, what: str = "the output", option: str = "--out"
     one (one line, exit code 1)."""
     if path is None:
         return None
+    from eebench.io import kind
+
     ancestor = _first_existing(path)
     if ancestor == path and not path.is_dir():
-        raise EebenchError(f"{path}: cannot write {what} (it is a file)",
+        raise EebenchError(f"{path}: cannot write {what} (it is {kind(path)})",
                            hint=f"{option} names a directory")
     if not ancestor.is_dir():
-        raise EebenchError(f"{path}: cannot write {what} ({ancestor} is a file, not a directory)")
+        raise EebenchError(f"{path}: cannot write {what} ({ancestor} is {kind(ancestor)}, not a "
+                           "directory)")
     return path
 
 

@@ -136,12 +136,14 @@ def check(
     """
     from eebench.tasks.spec import all_tasks, get_task
 
-    root = _resolve(data_dir)
+    root = _resolve(data_dir, exit_code=2)  # a usage error here, as below
     if root is None:
         raise UsageError("data check needs a local data directory",
                          hint="pass --data-dir DIR or set EEBENCH_DATA_DIR")
     if not root.is_dir():
-        what = "is a file, not a directory" if root.exists() else "data directory not found"
+        from eebench.io import kind, not_a_directory
+
+        what = "data directory not found" if kind(root) == "missing" else not_a_directory(root)
         raise UsageError(f"{root}: {what}")
     named = [get_task(t) for t in task or ()]
     specs = list({s.name: s for s in named}.values()) or all_tasks()  # aliases counted once

@@ -93,7 +93,10 @@ def load_split(task: str | TaskSpec, split: str, data_dir: Path | None = None) -
                           lambda s: _load_hub(spec, s))
     data_dir = Path(data_dir)
     if not data_dir.is_dir():
-        what = "is a file, not a directory" if data_dir.exists() else "data directory not found"
+        from eebench.io import kind, not_a_directory
+
+        missing = kind(data_dir) == "missing"
+        what = "data directory not found" if missing else not_a_directory(data_dir)
         raise DataError(f"{data_dir}: {what}", hint=LOCAL_HINT)
     no_dev = "dev" not in spec.local
     return _carved_or(spec, split, no_dev, lambda s: load_file(spec, s, data_dir))
