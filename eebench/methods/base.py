@@ -101,6 +101,9 @@ class EarlyExitMethod:
     # What its trained models give a rule besides logits: "temperatures", "exit-score" (NEEDS).
     provides: ClassVar[frozenset[str]] = frozenset()
     joint_stage: ClassVar[str] = "joint"  # the name of the one stage of `stages()`' default
+    # How its rule's quantity meets the threshold in its authors' code ("<", "<=", ">=", ">"),
+    # where that differs from the rule's own `comparison`; None: the rule's
+    comparison: ClassVar[str | None] = None
     # What `variants` trains, in words (`eebench methods` shows it).
     trains: ClassVar[str] = "one model"
     Settings: ClassVar[type[MethodSettings]] = MethodSettings  # none, unless a method has some
@@ -252,7 +255,16 @@ class EarlyExitMethod:
             from eebench.rules.catalog import ModelFacts
 
             facts = ModelFacts(is_regression, 2, settings=self.settings)
+        if self.comparison is not None:  # its authors' test of the rule's quantity
+            from dataclasses import replace
+
+            facts = replace(facts, comparison=self.comparison)
         return kind.build(value, facts)
+
+    def rule_comparison(self) -> str | None:
+        """How its own rule's quantity meets the threshold: its own `comparison`, else the
+        rule's (None without a rule)."""
+        return (self.comparison or self.rule_kind().comparison) if self.rule else None
 
     def check_regression(self, is_regression: bool) -> None:
         if is_regression and not self.supports_regression:
@@ -272,6 +284,7 @@ class EarlyExitMethod:
             "paper": self.paper,
             "description": self.description,
             "rule": self.rule or None,
+            "comparison": self.rule_comparison(),
             "provides": sorted(self.provides),
             "sweep_param": self.sweep_param,
             "supports_regression": self.supports_regression,

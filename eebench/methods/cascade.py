@@ -48,6 +48,7 @@ class Cascade(EarlyExitMethod):
     description = ("complete models of growing depth run in turn; a sample stops at the first "
                    "whose max probability exceeds the threshold")
     rule = "maxprob"
+    comparison = ">"  # cascade_bert.py moves on unless max p > threshold
     trains = ("one complete model per depth (static's models, shared with static runs), "
               "chained at inference")
 

@@ -50,6 +50,19 @@ def select_state(state: State, keep: torch.Tensor) -> State:
     return {k: v[keep] for k, v in state.items()}
 
 
+COMPARISONS = ("<", "<=", ">=", ">")  # how a rule's quantity may meet its threshold
+
+
+def meets(quantity: torch.Tensor, threshold: float, comparison: str) -> torch.Tensor:
+    """Where `quantity <comparison> threshold` holds (bool, per row)."""
+    import torch
+
+    ops = {"<": torch.lt, "<=": torch.le, ">=": torch.ge, ">": torch.gt}
+    if comparison not in ops:  # a rule's bug, not a user's
+        raise ValueError(f"unknown comparison {comparison!r}: one of {', '.join(COMPARISONS)}")
+    return ops[comparison](quantity, threshold)
+
+
 class FixedRule(ExitRule):
     """The same decision for every sample at every exit: `exit=True` exits at the first exit (a
     single-exit model), `exit=False` never exits early (the full model, the timing baseline)."""

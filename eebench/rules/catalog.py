@@ -50,6 +50,9 @@ class ModelFacts:
     temperatures: Sequence[float] | None = None  # one per exit, where the model was calibrated
     signals: tuple[str, ...] = ()  # head outputs besides the logits, e.g. ("exit_score",)
     settings: dict[str, Any] = field(default_factory=dict)  # the training method's settings
+    # How the rule's quantity meets its threshold where the model's method says (its authors'
+    # code, e.g. CascadeBERT's `>`); None: the rule's own `comparison`
+    comparison: str | None = None
 
     def provides(self) -> set[str]:
         """What the model gives a rule (NEEDS names, and every head signal by name)."""
@@ -75,6 +78,13 @@ class RuleKind:
     # exit (trained by: palbert)"}: `eebench rules` and the refusals say it.
     need_descriptions: ClassVar[dict[str, str]] = {}
     paper: ClassVar[str] = ""
+    # How its quantity meets the threshold for a sample to exit ("<", "<=", ">=", ">"): data,
+    # recorded in every run; a method may name another (its authors' code), through ModelFacts
+    comparison: ClassVar[str] = "<"
+
+    def comparison_for(self, facts: ModelFacts | None) -> str:
+        """The comparison a rule built for `facts` tests: the method's where it names one."""
+        return (facts.comparison if facts is not None else None) or self.comparison
 
     @property
     def supports_regression(self) -> bool:
@@ -117,7 +127,8 @@ class RuleKind:
         return {"name": self.name, "description": self.description,
                 "sweep_param": self.sweep_param, "needs": list(self.needs),
                 "needs_described": {n: self.describe_need(n) for n in self.needs},
-                "supports_regression": self.supports_regression, "paper": self.paper}
+                "supports_regression": self.supports_regression, "paper": self.paper,
+                "comparison": self.comparison}
 
 
 RULES: Registry[type[RuleKind]] = Registry("rule", entry_point_group="eebench.rules")
@@ -168,7 +179,7 @@ class Entropy(RuleKind):
     def build(self, value, facts):
         from eebench.rules.entropy import EntropyRule
 
-        return EntropyRule(value)
+        return EntropyRule(value, comparison=self.comparison_for(facts))
 
 
 @register_rule("normalized-entropy")
@@ -185,13 +196,14 @@ class NormalizedEntropy(RuleKind):
     def build(self, value, facts):
         from eebench.rules.entropy import EntropyRule
 
-        return EntropyRule(value, normalized=True)
+        return EntropyRule(value, normalized=True, comparison=self.comparison_for(facts))
 
 
 @register_rule("maxprob")
 class MaxProb(RuleKind):
     description = "exit when the largest class probability >= threshold"
     paper = "Schwartz et al., ACL 2020 (uncalibrated); SWEET; CascadeBERT"
+    comparison = ">="
 
     def default_sweep(self, num_layers, is_regression, num_labels=2):
         return _grid(1.0 / max(num_labels, 2), 1.0)  # 1/C: always early; 1: (almost) never
@@ -202,7 +214,7 @@ class MaxProb(RuleKind):
     def build(self, value, facts):
         from eebench.rules.maxprob import MaxProbRule
 
-        return MaxProbRule(value)
+        return MaxProbRule(value, comparison=self.comparison_for(facts))
 
 
 @register_rule("calibrated-maxprob")
@@ -215,7 +227,7 @@ class CalibratedMaxProb(MaxProb):
     def build(self, value, facts):
         from eebench.rules.maxprob import MaxProbRule
 
-        return MaxProbRule(value, facts.temperatures)
+        return MaxProbRule(value, facts.temperatures, self.comparison_for(facts))
 
 
 @register_rule("patience")
@@ -225,6 +237,7 @@ class Patience(RuleKind):
     paper = "PABEE (Zhou et al., NeurIPS 2020)"
     sweep_param = "patience"
     needs = ()
+    comparison = ">="  # the count of unchanged predictions against the patience
 
     def default_sweep(self, num_layers, is_regression, num_labels=2):
         return [float(p) for p in range(1, num_layers + 1)]
@@ -272,7 +285,7 @@ class ConfidentPatience(RuleKind):
         from eebench.rules.patience import ConfidentPatienceRule
 
         patience, threshold = split_pair(value)
-        return ConfidentPatienceRule(threshold, patience)
+        return ConfidentPatienceRule(threshold, patience, self.comparison_for(facts))
 
     def label(self, value):
         patience, threshold = split_pair(value)
@@ -294,4 +307,4 @@ class Learned(RuleKind):
     def build(self, value, facts):
         from eebench.rules.learned import LearnedExitRule
 
-        return LearnedExitRule(value)
+        return LearnedExitRule(value, self.comparison_for(facts))

@@ -8,7 +8,7 @@ from typing import Any
 
 import torch
 
-from eebench.rules.base import ExitRule, Signals, State, StepResult
+from eebench.rules.base import ExitRule, Signals, State, StepResult, meets
 
 
 def entropy(logits: torch.Tensor) -> torch.Tensor:
@@ -25,9 +25,10 @@ def normalized_entropy(logits: torch.Tensor) -> torch.Tensor:
 class EntropyRule(ExitRule):
     """Exit where the entropy of the prediction is below the threshold (`normalized`: H / ln C)."""
 
-    def __init__(self, threshold: float, normalized: bool = False):
+    def __init__(self, threshold: float, normalized: bool = False, comparison: str = "<"):
         self.threshold = float(threshold)
         self.normalized = normalized
+        self.comparison = comparison
 
     def start(self, n: int, device: Any = None) -> State:
         return {}
@@ -35,4 +36,5 @@ class EntropyRule(ExitRule):
     def step(self, state: State, exit_index: int, logits: torch.Tensor,
              signals: Signals | None = None) -> StepResult:
         h = normalized_entropy(logits) if self.normalized else entropy(logits)
-        return StepResult(state, h < self.threshold, (h - self.threshold).abs())
+        return StepResult(state, meets(h, self.threshold, self.comparison),
+                          (h - self.threshold).abs())

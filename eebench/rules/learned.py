@@ -9,7 +9,7 @@ from typing import Any
 import torch
 
 from eebench.errors import EebenchError
-from eebench.rules.base import ExitRule, Signals, State, StepResult
+from eebench.rules.base import ExitRule, Signals, State, StepResult, meets
 
 EXIT_SCORE = "exit_score"  # the signal's name in a model's head outputs and in stored runs
 
@@ -17,8 +17,9 @@ EXIT_SCORE = "exit_score"  # the signal's name in a model's head outputs and in 
 class LearnedExitRule(ExitRule):
     """Exit where the model's own exit score (signal `exit_score`, in [0, 1]) < threshold."""
 
-    def __init__(self, threshold: float):
+    def __init__(self, threshold: float, comparison: str = "<"):
         self.threshold = float(threshold)
+        self.comparison = comparison
 
     def start(self, n: int, device: Any = None) -> State:
         return {}
@@ -28,4 +29,5 @@ class LearnedExitRule(ExitRule):
         if not signals or EXIT_SCORE not in signals:  # a method bug: the rule checks first
             raise EebenchError("the learned exit rule needs the model's exit score")
         score = signals[EXIT_SCORE].float()
-        return StepResult(state, score < self.threshold, (score - self.threshold).abs())
+        return StepResult(state, meets(score, self.threshold, self.comparison),
+                          (score - self.threshold).abs())

@@ -9,7 +9,7 @@ from typing import Any
 
 import torch
 
-from eebench.rules.base import ExitRule, Signals, State, StepResult
+from eebench.rules.base import ExitRule, Signals, State, StepResult, meets
 
 
 def max_prob(logits: torch.Tensor, temperature: float = 1.0) -> torch.Tensor:
@@ -18,10 +18,13 @@ def max_prob(logits: torch.Tensor, temperature: float = 1.0) -> torch.Tensor:
 
 
 class MaxProbRule(ExitRule):
-    """Exit where max softmax(z / T_j) >= threshold; `temperatures[j]` is exit j's T (None: 1)."""
+    """Exit where max softmax(z / T_j) >= threshold (or the `comparison` given); `temperatures[j]`
+    is exit j's T (None: 1)."""
 
-    def __init__(self, threshold: float, temperatures: Sequence[float] | None = None):
+    def __init__(self, threshold: float, temperatures: Sequence[float] | None = None,
+                 comparison: str = ">="):
         self.threshold = float(threshold)
+        self.comparison = comparison
         self.temperatures = None if temperatures is None else [float(t) for t in temperatures]
 
     def start(self, n: int, device: Any = None) -> State:
@@ -31,4 +34,5 @@ class MaxProbRule(ExitRule):
              signals: Signals | None = None) -> StepResult:
         t = 1.0 if self.temperatures is None else self.temperatures[exit_index]
         p = max_prob(logits, t)
-        return StepResult(state, p >= self.threshold, (p - self.threshold).abs())
+        return StepResult(state, meets(p, self.threshold, self.comparison),
+                          (p - self.threshold).abs())

@@ -7,7 +7,7 @@ from typing import Any
 
 import torch
 
-from eebench.rules.base import ExitRule, Signals, State, StepResult
+from eebench.rules.base import ExitRule, Signals, State, StepResult, meets
 from eebench.rules.entropy import normalized_entropy
 
 
@@ -45,9 +45,10 @@ class ConfidentPatienceRule(ExitRule):
     """Count consecutive confident exits (normalised entropy H / ln C below `threshold`); a
     not-confident exit resets the count; exit once it reaches `patience`."""
 
-    def __init__(self, threshold: float, patience: int):
+    def __init__(self, threshold: float, patience: int, comparison: str = "<"):
         self.threshold = float(threshold)
         self.patience = int(patience)
+        self.comparison = comparison
 
     def start(self, n: int, device: Any = None) -> State:
         return {"count": torch.zeros(n, dtype=torch.long, device=device)}
@@ -55,6 +56,6 @@ class ConfidentPatienceRule(ExitRule):
     def step(self, state: State, exit_index: int, logits: torch.Tensor,
              signals: Signals | None = None) -> StepResult:
         h = normalized_entropy(logits)
-        confident = h < self.threshold
+        confident = meets(h, self.threshold, self.comparison)
         count = torch.where(confident, state["count"] + 1, torch.zeros_like(state["count"]))
         return StepResult({"count": count}, count >= self.patience, (h - self.threshold).abs())

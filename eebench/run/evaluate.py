@@ -100,9 +100,8 @@ def rule_record(cfg: R.RunConfig, method: Any, spec: TaskSpec) -> R.RuleRecord:
     for single-exit models), how it meets its threshold, and whether the task is a regression."""
     name = cfg.rule or method.rule or None
     comparison = None
-    if name is not None:
-        comparison = getattr(get_rule(name), "comparison", None) or \
-            R.COMPARISONS_BEFORE_SCHEMA_3.get(name)
+    if name is not None:  # the method's own rule as its authors test it, another rule its own way
+        comparison = method.rule_comparison() if cfg.rule is None else get_rule(name).comparison
     return R.RuleRecord(name=name, comparison=comparison, is_regression=spec.is_regression)
 
 

@@ -11,7 +11,7 @@ each point's rule from those files, replays it over the stored outputs
 
 from __future__ import annotations
 
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import TYPE_CHECKING
 
@@ -67,10 +67,13 @@ def rule_at(run: R.RunFiles, value: float, facts: ModelFacts) -> ExitRule:
     if record.name is None:  # single-exit models: every sample exits at its model's exit
         return FixedRule(exit=True)
     kind = get_rule(record.name)
-    declared = getattr(kind, "comparison", None)
-    if record.comparison is not None and declared is not None and declared != record.comparison:
-        raise DataError(f"{run.path}: its rule {record.name!r} tested {record.comparison!r}; "
-                        f"the rule tests {declared!r} now")
+    from eebench.rules.base import COMPARISONS
+
+    if record.comparison is not None:  # as the run tested it (a method's own, or the rule's)
+        if record.comparison not in COMPARISONS:
+            raise DataError(f"{run.path}: its rule {record.name!r} records an unknown comparison "
+                            f"{record.comparison!r}")
+        facts = replace(facts, comparison=record.comparison)
     if "temperatures" in kind.needs and facts.temperatures is None:
         raise DataError(f"{run.path}: its rule {record.name!r} read temperatures that the run "
                         "does not record")
