@@ -104,10 +104,11 @@ def run(cfg: BenchConfig, *, backend: str | BackendOptions = "local",
     another process is running comes back `busy`. `say` receives one line per event; `console`
     and `progress` (rich) show training and evaluation as they go (local only); `on_outcome` is
     called as each local cell finishes. `grid`: `expand(cfg)` where the caller has it."""
-    from eebench.run.backends import BackendOptions, WorkerOptions, check_options, run_cells
+    from eebench.run.backends import BackendOptions, WorkerOptions, run_cells
+    from eebench.run.backends.driver import check_backend
 
     opts = BackendOptions(backend=backend) if isinstance(backend, str) else backend
-    check_options(opts)
+    check_backend(opts)
     grid = grid or expand(cfg, strict)
     cells = _cells(grid)
     out, data = Path(cfg.out).resolve(), data_dir_of(data_dir)

@@ -36,17 +36,12 @@ class GridRequest:
 def grid_request(backend: str, dry_run: bool, slurm_option: list[str] | None,
                  no_wait: bool, **options: Any) -> GridRequest:
     """The backend options from the flags, checked before any work (one line, exit code 2)."""
-    from eebench.run.backends import BackendOptions, check_options
-    from eebench.run.backends.resources import check_gpus, check_reachable, check_slurm_text
+    from eebench.run.backends import BackendOptions
+    from eebench.run.backends.driver import check_backend
 
     opts = BackendOptions(backend=backend, slurm_options=parse_slurm_options(slurm_option or []),
                           wait=not no_wait, **options)
-    check_options(opts)
-    check_slurm_text(opts)  # a newline would end its #SBATCH line in the job script
-    if not dry_run:  # a listing asks nothing of the machines
-        check_gpus(opts)
-        if opts.backend == "ray" and opts.ray_address:
-            check_reachable(opts.ray_address)
+    check_backend(opts, dry_run)
     return GridRequest(opts, dry_run)
 
 

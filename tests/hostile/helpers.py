@@ -57,7 +57,12 @@ def snapshot(*roots: Path) -> dict[str, str | None]:
             state[str(root)] = None
             continue
         for p in [root, *sorted(root.rglob("*"))] if root.is_dir() else [root]:
-            state[str(p)] = "dir" if p.is_dir() else hashlib.sha256(p.read_bytes()).hexdigest()
+            if p.is_dir():
+                state[str(p)] = "dir"
+            elif p.is_file():  # a FIFO or a device is noted as what it is, never read
+                state[str(p)] = hashlib.sha256(p.read_bytes()).hexdigest()
+            else:
+                state[str(p)] = "special"
     return state
 
 

@@ -67,6 +67,20 @@ def check_options(opts: BackendOptions) -> None:
                              hint=f"it is an option of --backend {where}")
 
 
+def check_backend(opts: BackendOptions, dry_run: bool = False) -> None:
+    """Everything about the backend options that can be refused before any work, in one line:
+    options the backend would ignore, text that would reach a Slurm job script, and (unless
+    nothing is to run) GPUs no machine has and a Ray address that does not answer."""
+    from eebench.run.backends.resources import check_gpus, check_reachable, check_slurm_text
+
+    check_options(opts)
+    check_slurm_text(opts)  # a newline would end its #SBATCH line in the job script
+    if not dry_run:  # a listing asks nothing of the machines
+        check_gpus(opts)
+        if opts.backend == "ray" and opts.ray_address:
+            check_reachable(opts.ray_address)
+
+
 def engine_missing(backend: str) -> EebenchError:
     module, extra = EXTRAS[backend]
     return EebenchError(f"--backend {backend} needs the package {module}, which is not "
