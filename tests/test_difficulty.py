@@ -117,7 +117,8 @@ def test_analyze_cli_reads_the_texts_of_the_runs_ids(run_dir, data_dir):
     assert result.exit_code == 0, result.output
     data = json.loads(result.stdout)
     dev = load_split("sst2", "dev", data_dir)
-    assert data["texts"] == "loaded"
+    # a hand-made run records no hash of its samples, as runs written before it was recorded
+    assert data["texts"].startswith("loaded (not checked: the run records no hash")
     for it in data["easiest"] + data["hardest"]:
         assert it["text"] == dev.texts[dev.ids.index(it["id"])][0]
 

@@ -2,8 +2,9 @@
 threshold with a consistency guarantee), both on one finished run directory.
 
 The computations are in eebench.score.difficulty and eebench.score.select; here are the options,
-the texts of the listed samples (from the task's data, when there is a data directory), the
-figure and the printing.
+the texts of the listed samples (from the task's data, when there is a data directory: checked to
+be the run's own samples against the hash of them the run records), the figure and
+analysis.json (written together or not at all), and the printing.
 """
 
 from __future__ import annotations
@@ -56,21 +57,49 @@ def analyze_command(
         from eebench.tasks.loaders import load_split
 
         examples = load_split(samples.run.config.task, samples.run.config.split, data_dir)
-        attach_texts(result, dict(zip(examples.ids, examples.texts, strict=True)))
+        texts = dict(zip(examples.ids, examples.texts, strict=True))
+        checked = check_texts(samples, texts, examples.source)
+        attach_texts(result, texts)
+        if not checked:
+            result.texts += (" (not checked: the run records no hash of its samples, it was "
+                             "written before eebench recorded one)")
     data = dataclasses.asdict(result)
     if out is not None:
-        from eebench.io import atomic_path, write_json
+        import json
 
-        fig = length_figure(samples, result)
+        from eebench.io import atomic_files
+
         figure = out / "exit-layer-vs-length.png"
-        with atomic_path(figure) as tmp:
-            fig.savefig(tmp, format="png")
         data["figure"] = str(figure)
-        write_json(out / "analysis.json", data)
+        fig = length_figure(samples, result)
+        with atomic_files() as staged:  # the figure and analysis.json, together or neither
+            with staged.path(figure) as tmp:
+                fig.savefig(tmp, format="png")
+            staged.write_text(out / "analysis.json", json.dumps(data, indent=2) + "\n")
     if json_out:
         print_json(data)
         return
     _print_analysis(result)
+
+
+def check_texts(samples, texts: dict[str, tuple[str, ...]], source: str) -> bool:
+    """Whether the data's texts are the run's own samples: the run's hash of its samples (ids
+    with texts, eebench.run.artifacts.samples_hash) recomputed from the data. Another file
+    (another task's, another release, rows shuffled) is refused in one line; False: the run
+    records no hash (written before it was), so the texts cannot be checked."""
+    from eebench.errors import DataError
+    from eebench.run.artifacts import samples_hash
+
+    recorded = samples.run.summary.samples_sha256
+    if recorded is None:
+        return False
+    missing = [i for i in samples.ids if i not in texts]
+    if missing or samples_hash(samples.ids, [texts[i] for i in samples.ids]) != recorded:
+        why = (f"{len(missing)} of its {len(samples.ids)} sample ids are not in it" if missing
+               else "its texts of the run's sample ids are not the ones the run evaluated")
+        raise DataError(f"{source}: not the data run {samples.run.path} was made with ({why})",
+                        hint="point --data-dir at the data the run was evaluated on")
+    return True
 
 
 def length_figure(samples, result):

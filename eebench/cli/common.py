@@ -80,7 +80,23 @@ def out_dir(path: Path | None, what: str = "the output", option: str = "--out"
     if not ancestor.is_dir():
         raise EebenchError(f"{path}: cannot write {what} ({ancestor} is {kind(ancestor)}, not a "
                            "directory)")
+    _check_writable(path, ancestor, what)
     return path
+
+
+def _check_writable(path: Path, ancestor: Path, what: str) -> None:
+    """The directory that exists, `path` or its first existing parent, takes new files: a
+    read-only file system or a directory without write permission is refused before any work
+    (not after hours of training, at the first save)."""
+    if os.access(ancestor, os.W_OK | os.X_OK):
+        return
+    try:
+        read_only = bool(os.statvfs(ancestor).f_flag & os.ST_RDONLY)
+    except (OSError, AttributeError):  # no statvfs (Windows)
+        read_only = False
+    why = "a read-only file system" if read_only else "no permission to write there"
+    raise EebenchError(f"{path}: cannot write {what} ({ancestor}: {why})",
+                       hint="choose a writable path")
 
 
 def print_json(obj: Any) -> None:

@@ -19,7 +19,8 @@ A run directory `runs/<model>/<method>[+<rule>]/<task>/<config-hash>/` holds
                        name, comparison, whether the task is a regression). With each point's
                        sweep value and the stored logits and signals (`<logits key>.<signal>`
                        [E, N]), that is everything needed to rebuild every stored decision from
-                       the directory alone (eebench.run.rederive)
+                       the directory alone (eebench.run.rederive); and the sha256 of its samples
+                       (ids with their texts), which `eebench analyze` checks texts against
 
 Metrics are in percent (ELUE's unit), FLOPs are per sample with the convention recorded.
 Runs written by earlier versions are read through `upgrade`, the one place that knows their
@@ -271,10 +272,14 @@ class RunSummary(_Data):
     # The exit rule its points were decided by; None: not known (a plugin method's run written
     # before summary schema 3)
     rule: RuleRecord | None = None
+    # sha256 of the evaluated samples, each id with its texts in array order (`samples_hash`):
+    # what the texts `eebench analyze` shows are checked against. None: a run written before it
+    # was recorded (its texts cannot be checked)
+    samples_sha256: str | None = None
 
     @model_serializer(mode="wrap")
     def _unset_fields_left_out(self, handler: Any) -> dict[str, Any]:
-        return _left_out(handler(self), self, ("rule",))
+        return _left_out(handler(self), self, ("rule", "samples_sha256"))
 
     def variant(self, name: str) -> VariantRecord:
         for v in self.variants:
@@ -337,6 +342,18 @@ def ids_text(ids: list[str], source: str) -> str:
             raise DataError(f"{source}: sample id {i!r} (row {row + 1}) holds a tab or line break",
                             hint="ids are written one a line into tab-separated files")
     return "".join(f"{i}\n" for i in ids)
+
+
+def samples_hash(ids: list[str], texts: list[tuple[str, ...]]) -> str:
+    """The sha256 of a run's samples: each id with its texts, one JSON line each, in array order
+    (ids.txt's order). Row numbers alone would match any other file of as many rows."""
+    import hashlib
+
+    digest = hashlib.sha256()
+    for i, text in zip(ids, texts, strict=True):
+        digest.update(json.dumps([str(i), list(text)], ensure_ascii=False).encode("utf-8"))
+        digest.update(b"\n")
+    return digest.hexdigest()
 
 
 def logits_key(variant: str, count: int) -> str:

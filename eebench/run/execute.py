@@ -92,10 +92,10 @@ def execute_group(cfgs: list[R.RunConfig], opts: RunOptions) -> list[Path | None
             out.append(run_dir)
         if todo:
             _execute([c for c, _, _ in todo], opts, [d for _, d, _ in todo])
-            for _, run_dir, _ in todo:
-                (run_dir / LOCK_FILE).unlink(missing_ok=True)
     finally:
-        for _, _, lock in todo:
+        for _, run_dir, lock in todo:
+            if (run_dir / R.SUMMARY_FILE).exists():  # finished, even if a later run of the
+                (run_dir / LOCK_FILE).unlink(missing_ok=True)  # pass failed
             lock.close()
     return out
 
@@ -179,6 +179,7 @@ def _execute(cfgs: list[R.RunConfig], opts: RunOptions, run_dirs: list[Path]) ->
         atomic_write_text(run_dir / R.IDS_FILE, R.ids_text(eval_ex.ids, eval_ex.source))
         R.write_points(run_dir / R.POINTS_FILE, res.points)
         summary = _summary(c, run_dir, res.points, len(eval_ex), res.records)
+        summary.samples_sha256 = R.samples_hash(eval_ex.ids, eval_ex.texts)
         summary.rule = rule_record(c, method, spec)
         summary.files = R.file_hashes(run_dir)  # the summary vouches for what was written
         summary.wall_seconds = round(time.perf_counter() - started, 1)
@@ -221,12 +222,15 @@ def _train(cfg: R.RunConfig, method: EarlyExitMethod, spec: TaskSpec, train_ex, 
 
 def _write_predictions(run_dir: Path, arrays: dict[str, list[np.ndarray]],
                        extra: dict[str, np.ndarray]) -> None:
-    from safetensors.numpy import save_file
+    """predictions.safetensors, serialised in memory and written by Python: a full disk is the
+    OSError every other write gives (safetensors' own writer raises an error of its own)."""
+    from safetensors.numpy import save
 
     tensors = {k: np.ascontiguousarray(np.concatenate(v)) for k, v in arrays.items()}
     tensors.update({k: np.ascontiguousarray(v) for k, v in extra.items()})
+    data = save(tensors)
     with atomic_path(run_dir / R.PREDICTIONS_FILE) as tmp:
-        save_file(tensors, str(tmp))
+        tmp.write_bytes(data)
 
 
 def _summary(cfg: R.RunConfig, run_dir: Path, points: list[R.OperatingPoint], n: int,
