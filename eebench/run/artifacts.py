@@ -392,14 +392,19 @@ def read_run(run_dir: Path) -> RunFiles:
 
 
 def _read_lines(path: Path) -> list[tuple[int, dict]]:
+    from pydantic_core import from_json  # parses a point's line about 3x faster than json
+
     out = []
     for n, line in enumerate(read_text(path).splitlines(), 1):
         if not line.strip():
             continue
         try:
-            data = json.loads(line)
-        except json.JSONDecodeError as e:
-            raise DataError(f"{path}:{n}: not JSON ({e.msg})") from None
+            data = from_json(line)
+        except ValueError:
+            try:  # json's message names what is wrong the way every other refusal does
+                data = json.loads(line)
+            except json.JSONDecodeError as e:
+                raise DataError(f"{path}:{n}: not JSON ({e.msg})") from None
         if not isinstance(data, dict):
             raise DataError(f"{path}:{n}: not a JSON object")
         out.append((n, data))
