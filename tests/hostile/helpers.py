@@ -94,3 +94,26 @@ def temporaries(*roots: Path) -> list[Path]:
     """Temporary files or directories of an atomic write left behind under `roots`."""
     return [p for root in roots if Path(root).exists() for p in Path(root).rglob(".*")
             if ".tmp" in p.name]
+
+
+@contextmanager
+def tmpfs(where: Path, options: str) -> Iterator[Path]:
+    """A tmpfs mounted at `where` with `options` (e.g. "size=64k", "ro,size=64k"), unmounted
+    when the block ends; the test is skipped where mounting needs what it does not have."""
+    import shutil
+    import subprocess
+    import sys
+
+    import pytest
+
+    if sys.platform != "linux" or os.geteuid() != 0 or shutil.which("mount") is None:
+        pytest.skip("mounting a tmpfs needs root on Linux")
+    where.mkdir()
+    done = subprocess.run(["mount", "-t", "tmpfs", "-o", options, "tmpfs", str(where)],
+                          capture_output=True, text=True)
+    if done.returncode != 0:
+        pytest.skip(f"cannot mount a tmpfs here: {done.stderr.strip()}")
+    try:
+        yield where
+    finally:
+        subprocess.run(["umount", "-l", str(where)], check=False)

@@ -9,15 +9,12 @@ from __future__ import annotations
 import errno
 import hashlib
 import os
-import shutil
-import subprocess
-import sys
 from pathlib import Path
 
 import pytest
 
 from tests.hostile.conftest import FAST, run_args
-from tests.hostile.helpers import fails, fill_disk, invoke, temporaries, unchanged
+from tests.hostile.helpers import fails, fill_disk, invoke, temporaries, tmpfs, unchanged
 
 FULL = "no space left on device"
 VARYING = ("env.json", "summary.json")  # the machine, and the wall time: not the results
@@ -117,18 +114,8 @@ def test_train_out_without_write_permission_is_refused_before_training(bench, tm
 @pytest.fixture
 def read_only_disk(tmp_path):
     """A read-only tmpfs (unmounted when the test ends)."""
-    if sys.platform != "linux" or os.geteuid() != 0 or shutil.which("mount") is None:
-        pytest.skip("mounting a tmpfs needs root on Linux")
-    mount = tmp_path / "ro"
-    mount.mkdir()
-    done = subprocess.run(["mount", "-t", "tmpfs", "-o", "ro,size=64k", "tmpfs", str(mount)],
-                          capture_output=True, text=True)
-    if done.returncode != 0:
-        pytest.skip(f"cannot mount a tmpfs here: {done.stderr.strip()}")
-    try:
+    with tmpfs(tmp_path / "ro", "ro,size=64k") as mount:
         yield mount
-    finally:
-        subprocess.run(["umount", "-l", str(mount)], check=False)
 
 
 def test_train_and_run_out_on_a_read_only_disk_are_refused_before_training(bench, tmp_path,

@@ -7,15 +7,12 @@ from __future__ import annotations
 
 import errno
 import os
-import shutil
-import subprocess
-import sys
 from pathlib import Path
 
 import pytest
 
 from tests.hostile.conftest import copy_run, run_args
-from tests.hostile.helpers import fails, fill_disk, invoke, temporaries, unchanged
+from tests.hostile.helpers import fails, fill_disk, invoke, temporaries, tmpfs, unchanged
 
 FULL = "no space left on device"
 
@@ -129,18 +126,8 @@ def test_run_keeps_what_is_whole_and_resumes(bench, tmp_path, monkeypatch):
 def tiny_disk(tmp_path):
     """A 64 KiB tmpfs (unmounted when the test ends); `fill_up(path)` writes a filler file until
     it is full."""
-    if sys.platform != "linux" or os.geteuid() != 0 or shutil.which("mount") is None:
-        pytest.skip("mounting a tmpfs needs root on Linux")
-    mount = tmp_path / "disk"
-    mount.mkdir()
-    done = subprocess.run(["mount", "-t", "tmpfs", "-o", "size=64k", "tmpfs", str(mount)],
-                          capture_output=True, text=True)
-    if done.returncode != 0:
-        pytest.skip(f"cannot mount a tmpfs here: {done.stderr.strip()}")
-    try:
+    with tmpfs(tmp_path / "disk", "size=64k") as mount:
         yield mount
-    finally:
-        subprocess.run(["umount", "-l", str(mount)], check=False)
 
 
 def fill_up(mount: Path) -> None:
