@@ -20,6 +20,7 @@ from eebench.cli import app
 from eebench.errors import DataError
 from eebench.run import artifacts as R
 from eebench.run.rederive import rederive
+from eebench.run.upgrade import upgrade
 from tests import tiny
 
 ROOT = Path(__file__).resolve().parent.parent
@@ -127,12 +128,12 @@ def test_older_summaries_read_with_their_rule_and_new_fields_stay_out_at_their_d
            "seed": 1, "config_hash": "x", "n_samples": 1, "num_points": 1, "variants": [
                {"name": "all", "sweep_values": [1.0], "exit_layers": [1, 2], "hidden_size": 8,
                 "pooling": "cls", "logits_key": "exit_logits"}]}
-    _, summary = R.upgrade(cfg, [], old)
+    _, summary = upgrade(cfg, [], old)
     parsed = R.RunSummary.model_validate(summary)
     assert parsed.rule == R.RuleRecord(name="patience", comparison=">=")
-    _, summary = R.upgrade(cfg.model_copy(update={"rule": "entropy"}), [], old)
+    _, summary = upgrade(cfg.model_copy(update={"rule": "entropy"}), [], old)
     assert summary["rule"] == {"name": "entropy", "comparison": "<"}
-    _, summary = R.upgrade(cfg.model_copy(update={"method": "a-plugins"}), [], old)
+    _, summary = upgrade(cfg.model_copy(update={"method": "a-plugins"}), [], old)
     assert "rule" not in summary  # unknown: such a run does not re-derive
     dumped = parsed.model_dump(mode="json")
     assert dumped["rule"] == {"name": "patience", "comparison": ">="}
