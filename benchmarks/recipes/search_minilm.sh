@@ -42,16 +42,4 @@ for _ in $(seq "$WORKERS"); do
 done
 wait
 
-# the full model's dev score of every finished run, by task, learning rate and epochs
-python - <<'PY'
-import json
-from pathlib import Path
-rows = []
-for summary in Path("benchmarks/results/recipes-minilm").glob("*/*/*/*/summary.json"):
-    config = json.loads((summary.parent / "config.json").read_text())
-    full = json.loads(summary.read_text())["full_model"]
-    train = config["train"]
-    rows.append((config["task"], train.get("lr"), train.get("epochs", 3), full["main"]))
-for task, lr, epochs, main in sorted(rows):
-    print(f"{task:6} lr {lr:<6g} epochs {epochs}  dev {main:6.2f}")
-PY
+python benchmarks/recipes/summary.py benchmarks/results/recipes-minilm
