@@ -9,12 +9,13 @@ import pytest
 from typer.testing import CliRunner
 
 from eebench.cli import app
+from tests import cli
 
 runner = CliRunner()
 
 
 def invoke(*args: str):
-    return runner.invoke(app, list(args), catch_exceptions=False)
+    return cli.invoke(*args, catch_exceptions=False)
 
 
 def _write(root: Path, rel: str, text: str | bytes) -> Path:
@@ -43,6 +44,12 @@ def _no_env_data_dir(monkeypatch):
      "ELUE/STS-B/dev.tsv:3: cannot parse score '4,5' as a number"),
     ("elue-scitail", "SciTail/dev.tsv", "premise\thypothesis\tlabel\r\na\tb\tcontradiction\r\n",
      "SciTail/dev.tsv:2: unknown label 'contradiction' (expected one of: 0, 1, entails, neutral)"),
+    ("wnut17", None, None, "WNUT-17/dev.txt: file not found"),
+    ("conll2003", "CoNLL-2003/dev.txt", "-DOCSTART- -X- O O\n\nEU NNP I-NP\n",
+     "CoNLL-2003/dev.txt:3: expected 4 non-empty field(s) (token, pos, chunk, ner) separated by "
+     "one space, found 3 field(s)"),
+    ("wnut17", "WNUT-17/dev.txt", "hi\tO\n\t\nyo\tI-PER\n",
+     "WNUT-17/dev.txt:3: unknown tag 'I-PER' (expected one of: O, B-corporation"),
 ])
 def test_malformed_input_is_one_stderr_line_naming_the_file(tmp_path, task, rel, content, needle):
     if rel is not None:
@@ -86,7 +93,7 @@ def test_data_check_json_on_the_real_data(real_check, data_dir):
     assert result.exit_code == 0, result.stderr
     assert report["ok"] is True and report["data_dir"] == str(data_dir)
     rec = {(r["task"], r["split"]): r for r in report["files"]}
-    assert len(rec) == 47  # every split of the 15 tasks (MNLI has five)
+    assert len(rec) == 53  # every split of the 17 tasks (MNLI has five)
     assert {k for k, r in rec.items() if r["status"] == "missing"} == {
         ("qqp", s) for s in ("train", "dev", "test")
     } | {("mnli", s) for s in ("train", "dev", "dev_mismatched", "test", "test_mismatched")} | {

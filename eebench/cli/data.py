@@ -1,4 +1,4 @@
-"""`eebench data check` and `eebench data show`: look at the local GLUE/ELUE files before a run.
+"""`eebench data check` and `eebench data show`: look at the local data files before a run.
 
 `check` reads every file of every task through the real loader, so a file it calls ok is a file
 a run can load; it compares row counts with the published split sizes and shows the labels.
@@ -21,7 +21,7 @@ if TYPE_CHECKING:
     from eebench.tasks.loaders import Examples
     from eebench.tasks.spec import TaskSpec
 
-data_app = make_app("Inspect and validate local GLUE/ELUE data files.")
+data_app = make_app("Inspect and validate local GLUE/ELUE/NER data files.")
 app.add_typer(data_app, name="data", rich_help_panel=PANEL)
 
 INVALID = ("error", "row-count mismatch")
@@ -31,9 +31,14 @@ TaskOption = typer.Option(
 
 
 def describe_labels(spec: TaskSpec, ex: Examples) -> dict | None:
-    """Label distribution (classification: raw label -> rows) or score range (regression)."""
+    """Label distribution (classification: raw label -> rows; a token task: tag -> words) or
+    score range (regression)."""
     if ex.labels is None:
         return None
+    if spec.unit == "token":  # words per tag
+        from eebench.tasks.conll import tag_counts
+
+        return tag_counts(spec, ex)
     if spec.is_regression:
         y = ex.labels
         return {"min": min(y), "max": max(y), "mean": round(sum(y) / len(y), 4)}
@@ -77,6 +82,8 @@ def check_task(spec: TaskSpec, data_dir: Path, advance=lambda path: None) -> lis
             advance(path)
         rec = _record(spec, split, file.path, rows=len(ex), labels=describe_labels(spec, ex),
                       skipped=dict(ex.skipped))
+        if spec.unit == "token":  # a row is a sentence
+            rec["note"] = f"rows are sentences; {sum(len(t) for t in ex.texts):,} words"
         if rec["expected"] is not None and rec["rows"] != rec["expected"]:
             rec["status"] = "row-count mismatch"
             rec["reason"] = f"{rec['rows']:,} rows, published size {rec['expected']:,}"
@@ -179,6 +186,16 @@ def check(
         raise DataError(f"no files found for task(s) {', '.join(absent)} under {root}")
 
 
+def _label(spec: TaskSpec, ex: Examples, i: int):
+    """Row i's label as shown: the raw label, the score, or a token task's tag per word."""
+    if ex.labels is None:
+        return None
+    y = ex.labels[i]
+    if spec.is_regression:
+        return y
+    return [spec.labels[t] for t in y] if spec.unit == "token" else spec.labels[y]
+
+
 @data_app.command("show")
 def show(
     task: str = typer.Argument(..., help="Task name, e.g. sst2 or elue-scitail."),
@@ -193,12 +210,8 @@ def show(
 
     spec = get_task(task)
     ex = load_split(spec, split, _resolve(data_dir))
-    rows = [
-        {"id": ex.ids[i], "text": list(ex.texts[i]),
-         "label": None if ex.labels is None else (
-             ex.labels[i] if spec.is_regression else spec.labels[ex.labels[i]])}
-        for i in range(min(n, len(ex)))
-    ]
+    rows = [{"id": ex.ids[i], "text": list(ex.texts[i]), "label": _label(spec, ex, i)}
+            for i in range(min(n, len(ex)))]  # a token task: the words, and a tag per word
     summary = {"task": spec.name, "split": ex.split, "source": ex.source, "rows": len(ex),
                "labels": describe_labels(spec, ex), "skipped": ex.skipped}
     if as_json:
@@ -220,6 +233,9 @@ def show(
         table.add_column(col, overflow="fold")
     table.add_column("label")
     for r in rows:
-        cells = [r["id"], *r["text"], "—" if r["label"] is None else str(r["label"])]
+        text, label = r["text"], r["label"]
+        if spec.unit == "token":  # one cell of words, one of tags
+            text, label = [" ".join(text)], None if label is None else " ".join(label)
+        cells = [r["id"], *text, "—" if label is None else str(label)]
         table.add_row(*(Text(c) for c in cells))  # data, not markup: "[laughs]" stays as is
     err_console.print(table)

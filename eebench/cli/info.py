@@ -9,13 +9,13 @@ from eebench.cli.common import JsonOption, err_console, print_json
 from eebench.errors import UsageError
 
 PANEL = "Tasks and data"
-BENCHMARKS = ("glue", "elue")
+BENCHMARKS = ("glue", "elue", "ner")
 
 
 @app.command("tasks", rich_help_panel=PANEL)
 def tasks(
     benchmark: str | None = typer.Option(
-        None, "--benchmark", "-b", help="Only tasks of this benchmark: glue or elue."
+        None, "--benchmark", "-b", help="Only tasks of this benchmark: glue, elue or ner."
     ),
     as_json: bool = JsonOption,
 ) -> None:
@@ -23,7 +23,7 @@ def tasks(
     from eebench.tasks.spec import all_tasks
 
     if benchmark is not None and benchmark.lower() not in BENCHMARKS:
-        raise UsageError(f"unknown benchmark {benchmark!r}", hint="choose from: glue, elue")
+        raise UsageError(f"unknown benchmark {benchmark!r}", hint="choose from: glue, elue, ner")
     specs = [s for s in all_tasks() if benchmark is None or s.benchmark == benchmark.lower()]
     if as_json:
         print_json([s.to_dict() for s in specs])
@@ -36,6 +36,9 @@ def tasks(
         table.add_column(col, overflow="fold")
     for s in specs:
         kind = "regression" if s.is_regression else f"{s.num_labels}-way"
+        if s.unit == "token":  # sequence labelling: the files' tag scheme; loaded as IOB2
+            kind = f"{s.num_labels} tags per word, {s.scheme} files" + (
+                ", read as IOB2" if s.scheme != "IOB2" else "")
         labels = "score" if s.labels is None else " ".join(s.labels)
         metrics = " ".join(f"[bold]{m}[/]" if m == s.main_metric else m for m in s.metrics)
         splits = " ".join(f"{x}*" if x not in s.local else x for x in s.splits)
@@ -43,3 +46,6 @@ def tasks(
         table.add_row(s.name, s.benchmark, s.title, kind, labels, metrics, splits, hub)
     err_console.print(table)
     err_console.print("[dim]bold: main metric; *: dev split carved from train (seeded, stratified)")
+    if any(s.unit == "token" for s in specs):
+        err_console.print("[dim]entity_f1: entity-level micro F1 (seqeval, conlleval's "
+                          "chunks); a row is a sentence")

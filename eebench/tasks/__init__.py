@@ -1,4 +1,5 @@
-"""Tasks: frozen specs (spec.py, catalog.py), loaders (local TSV or HF hub) and metrics.
+"""Tasks: frozen specs (spec.py, catalog.py), loaders (local TSV or HF hub; CoNLL files for the
+NER tasks: conll.py) and metrics (seqlabel.py: entity F1 for the NER tasks).
 
 The specs import nothing heavy; loaders and metrics (numpy, scipy) are imported on first use, so
 the command line can list tasks without loading them.

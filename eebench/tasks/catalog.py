@@ -1,4 +1,4 @@
-"""The built-in GLUE and ELUE task specs.
+"""The built-in GLUE and ELUE task specs, and two NER tasks (CoNLL-2003, WNUT-17).
 
 Local layouts follow the GLUE download script (`glue_data/<TASK>/`) and the ELUE releases. Row
 counts are the published split sizes; `eebench data check` compares the files on disk against them.
@@ -6,7 +6,7 @@ counts are the published split sizes; `eebench data check` compares the files on
 
 from __future__ import annotations
 
-from eebench.tasks.spec import TASKS, DevFromTrain, HubSource, LocalFile, TaskSpec
+from eebench.tasks.spec import LABEL_SPACES, TASKS, DevFromTrain, HubSource, LocalFile, TaskSpec
 
 ACC = ("accuracy",)
 ACC_F1 = ("accuracy", "f1", "acc_and_f1")
@@ -224,3 +224,59 @@ add(TaskSpec(
     description="SciTail entailment, ELUE release (1 = entails, 0 = neutral).",
     label_space="not-or-entailment",
 ), aliases=("scitail",))
+
+# ------------------------------------------------------------------- NER (sequence labelling)
+# Rows are sentences: the words, and a tag per word (IOB2 once loaded: eebench.tasks.conll).
+# Scored on entities, conlleval's way (eebench.tasks.seqlabel). The hub copies are loading
+# scripts, which `datasets` >= 4 no longer runs: their Parquet exports are read instead.
+ENTITY = ("entity_f1", "entity_precision", "entity_recall", "token_accuracy")
+NER_SPLITS = {"train": "train", "dev": "validation", "test": "test"}
+PARQUET = "refs/convert/parquet"
+
+
+def conll2003(path: str, has_labels: bool = True) -> LocalFile:
+    """The original eng.* files: token, POS, chunk, NER tag, separated by one space."""
+    columns = ("token", "pos", "chunk", "ner") if has_labels else ("token", "pos", "chunk")
+    return LocalFile(path, format="conll", separator=" ", columns=columns,
+                     has_labels=has_labels)
+
+
+def wnut17(path: str, has_labels: bool = True) -> LocalFile:
+    """The organisers' files: token TAB tag (the test file: the token only)."""
+    columns = ("token", "ner") if has_labels else ("token",)
+    return LocalFile(path, format="conll", separator="\t", columns=columns,
+                     has_labels=has_labels)
+
+
+add(TaskSpec(
+    name="conll2003", benchmark="ner", title="CoNLL-2003",
+    text_columns=("tokens",), label_column="ner", labels=LABEL_SPACES["ner-conll2003"],
+    metrics=ENTITY, main_metric="entity_f1",
+    local={
+        "train": conll2003("CoNLL-2003/train.txt"),
+        "dev": conll2003("CoNLL-2003/dev.txt"),
+        "test": conll2003("CoNLL-2003/test.txt", has_labels=False),
+    },
+    hub=HubSource("eriktks/conll2003", None, NER_SPLITS, ("tokens",), label_column="ner_tags",
+                  revision=PARQUET),
+    expected_rows={"train": 14041, "dev": 3250, "test": 3453},  # sentences, no -DOCSTART-
+    description="CoNLL-2003 English NER (PER, LOC, ORG, MISC); the original files are IOB1, "
+                "read as IOB2; a row is a sentence, scored on entities (entity F1).",
+    label_space="ner-conll2003", unit="token", scheme="IOB1",
+), aliases=("conll", "conll03", "conll-2003"))
+add(TaskSpec(
+    name="wnut17", benchmark="ner", title="WNUT-17",
+    text_columns=("tokens",), label_column="ner", labels=LABEL_SPACES["ner-wnut17"],
+    metrics=ENTITY, main_metric="entity_f1",
+    local={
+        "train": wnut17("WNUT-17/train.txt"),
+        "dev": wnut17("WNUT-17/dev.txt"),
+        "test": wnut17("WNUT-17/test.txt", has_labels=False),
+    },
+    hub=HubSource("leondz/wnut_17", None, NER_SPLITS, ("tokens",), label_column="ner_tags",
+                  revision=PARQUET),
+    expected_rows={"train": 3394, "dev": 1009, "test": 1287},  # sentences
+    description="WNUT-17 emerging and rare entities in social media text (6 types, IOB2); "
+                "a row is a sentence, scored on entities (entity F1).",
+    label_space="ner-wnut17", unit="token", scheme="IOB2",
+), aliases=("wnut", "wnut_17", "wnut-17"))

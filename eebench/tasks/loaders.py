@@ -1,4 +1,5 @@
-"""Load one split of a task as Examples, from a local GLUE/ELUE TSV directory or the HF hub.
+"""Load one split of a task as Examples, from a local data directory (GLUE/ELUE TSV files, CoNLL
+(NER) files: eebench.tasks.conll) or the HF hub.
 
 Both sources end in the same plain lists (texts, label ids, ids), so nothing downstream knows
 where the data came from. Rows are never dropped silently: a skipped row is counted, by reason,
@@ -15,7 +16,7 @@ from pathlib import Path
 
 import numpy as np
 
-from eebench.errors import DataError, UsageError
+from eebench.errors import DataError, UsageError, one_line
 from eebench.io import hub_offline_mode, hub_unreachable
 from eebench.tasks.spec import DevFromTrain, HubSource, LocalFile, TaskSpec, get_task
 from eebench.tasks.tsv import read_tsv
@@ -31,8 +32,11 @@ class Examples:
 
     task: str  # canonical task name
     split: str
-    texts: list[tuple[str, ...]]  # (sentence,) or (sentence_a, sentence_b)
-    labels: list[int] | list[float] | None  # ids in spec.labels order; floats for regression
+    # (sentence,) or (sentence_a, sentence_b); a token task (spec.unit == "token"): the words
+    texts: list[tuple[str, ...]]
+    # ids in spec.labels order; floats for regression; a token task: a list of tag ids (IOB2),
+    # one per word
+    labels: list[int] | list[float] | list[list[int]] | None
     ids: list[str]  # a test file's index column, else the 0-based data row number
     source: str  # file path or "hub:<path>/<name>:<split>"
     skipped: dict[str, int] = field(default_factory=dict)  # reason -> rows skipped
@@ -69,6 +73,9 @@ class Examples:
             return {}
         if any(isinstance(y, float) for y in self.labels):
             raise ValueError(f"{self.task}: label counts need class ids, not regression scores")
+        if any(isinstance(y, list) for y in self.labels):
+            raise ValueError(f"{self.task}: a tag per word; eebench.tasks.conll.tag_counts "
+                             "counts them")
         values, counts = np.unique(np.asarray(self.labels, dtype=np.int64), return_counts=True)
         return {int(v): int(c) for v, c in zip(values, counts, strict=True)}
 
@@ -215,6 +222,10 @@ def load_file(spec: TaskSpec, split: str, data_dir: Path) -> Examples:
                         hint="docs/data.md shows the directory layout")
     if not path.is_file():
         raise DataError(f"{path}: file not found", hint="docs/data.md shows the directory layout")
+    if file.format == "conll":  # a token per line: eebench.tasks.conll
+        from eebench.tasks.conll import load_conll
+
+        return load_conll(spec, split, path)
     table = read_tsv(path, quoting=file.quoting, header=file.header, columns=file.columns)
     text_cols = file.text_columns or spec.text_columns
     required = list(text_cols)
@@ -254,12 +265,13 @@ def _fetch(hub: HubSource, hub_split: str, where: str):
     import datasets
 
     try:
-        return datasets.load_dataset(hub.path, hub.name, split=hub_split)
+        extra = {"revision": hub.revision} if hub.revision else {}
+        return datasets.load_dataset(hub.path, hub.name, split=hub_split, **extra)
     except Exception as e:  # noqa: BLE001 - datasets raises many types; each becomes one line
         if hub_offline_mode():
             why = "offline mode (HF_HUB_OFFLINE) is on and there is no cached copy"
         else:
-            why = (str(e).strip().splitlines() or [type(e).__name__])[0][:200]
+            why = one_line(e)
         msg = f"cannot load {where} from the Hugging Face hub: {why}; {LOCAL_HINT}"
         raise DataError(msg) from None
 
@@ -278,6 +290,10 @@ def _load_hub(spec: TaskSpec, split: str) -> Examples:
     if missing:
         raise DataError(f"hub:{where}: missing column(s) {', '.join(missing)} "
                         f"(found: {', '.join(ds.column_names)})")
+    if spec.unit == "token":  # words and a tag per word: eebench.tasks.conll
+        from eebench.tasks.conll import hub_examples
+
+        return hub_examples(spec, ds, where, split)
     texts = list(zip(*(list(ds[c]) for c in hub.text_columns), strict=True))
     ids = [str(i) for i in ds["idx"]] if "idx" in ds.column_names else [
         str(i) for i in range(len(texts))

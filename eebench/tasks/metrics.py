@@ -7,6 +7,8 @@ percent (x100), the unit of the GLUE and ELUE leaderboards.
 Degenerate inputs give 0, never NaN: an early exit that predicts one class for every sample has
 MCC 0 (as in scikit-learn) and a constant regression output has correlation 0. A NaN would poison
 the means and the ELUE score that average over many operating points.
+
+Token tasks (NER: a tag per word) are scored on entities by seqeval: `eebench.tasks.seqlabel`.
 """
 
 from __future__ import annotations
@@ -95,6 +97,8 @@ def spearman(preds, labels) -> float:
 
 SINGLE = {"accuracy": accuracy, "f1": f1, "mcc": mcc, "pearson": pearson, "spearman": spearman}
 COMBINED = {"acc_and_f1": ("accuracy", "f1"), "pearson_and_spearman": ("pearson", "spearman")}
+# Token tasks' metrics, over a tag id per word of each sentence (eebench.tasks.seqlabel)
+TOKEN = ("entity_f1", "entity_precision", "entity_recall", "token_accuracy")
 
 
 def _as_predictions(spec: TaskSpec, predictions) -> np.ndarray:
@@ -114,6 +118,10 @@ def compute_metrics(
     the means of their two parts (the GLUE convention for MRPC/QQP and STS-B)."""
     if labels is None:
         raise EebenchError(f"{spec.name}: this split has no labels to score against")
+    if spec.unit == "token":  # a tag per word: entities by seqeval
+        from eebench.tasks.seqlabel import token_metrics
+
+        return token_metrics(spec, predictions, labels)
     p = _as_predictions(spec, predictions)
     y = np.asarray(labels, dtype=np.float64 if spec.is_regression else np.int64).reshape(-1)
     values: dict[str, float] = {}
@@ -137,6 +145,10 @@ def majority_baseline(spec: TaskSpec, labels) -> dict[str, float]:
     regression, the mean score: the floor every exit of a trained model should clear."""
     if labels is None:
         raise EebenchError(f"{spec.name}: this split has no labels for a baseline")
+    if spec.unit == "token":  # the most frequent tag for every word (O: no entity at all)
+        tags = np.concatenate([np.asarray(s, dtype=np.int64) for s in labels] or [[0]])
+        common = int(np.bincount(tags).argmax())
+        return compute_metrics(spec, [[common] * len(s) for s in labels], labels)
     y = np.asarray(labels).reshape(-1)
     if y.size == 0:
         raise EebenchError("cannot compute a baseline on zero examples")

@@ -22,7 +22,16 @@ LABEL_SPACES: Mapping[str, tuple[str, ...] | None] = MappingProxyType({
     "not-or-entailment": ("not entailment", "entailment"),
     "nli": ("entailment", "neutral", "contradiction"),
     "similarity": None,  # a graded similarity score of the two texts (0-5)
+    # a tag per word (sequence labelling): the tag strings are what the ids mean
+    "ner-conll2003": ("O", "B-PER", "I-PER", "B-ORG", "I-ORG", "B-LOC", "I-LOC", "B-MISC",
+                      "I-MISC"),
+    "ner-wnut17": ("O", "B-corporation", "I-corporation", "B-creative-work", "I-creative-work",
+                   "B-group", "I-group", "B-location", "I-location", "B-person", "I-person",
+                   "B-product", "I-product"),
 })
+UNITS = ("sequence", "token")  # a label per text, or a tag per word (sequence labelling)
+TAG_SCHEMES = ("IOB1", "IOB2")  # how a token task's local files mark where an entity begins
+FILE_FORMATS = ("tsv", "conll")
 
 
 @dataclass(frozen=True)
@@ -36,6 +45,17 @@ class LocalFile:
     text_columns: tuple[str, ...] | None = None  # overrides TaskSpec.text_columns for this file
     has_labels: bool = True
     index_column: str | None = None  # test files: the id ELUE/GLUE submissions refer to
+    # "tsv" (a table), or "conll": a token per line, its fields split by `separator` and named
+    # by `columns` (the token first, the tag last where the file has labels), a blank or
+    # whitespace-only line after each sentence, -DOCSTART- lines skipped (eebench.tasks.conll)
+    format: str = "tsv"
+    separator: str = "\t"
+
+    def __post_init__(self) -> None:
+        if self.format not in FILE_FORMATS:
+            raise ValueError(f"{self.path}: unknown file format {self.format!r}")
+        if self.format == "conll" and not self.columns:
+            raise ValueError(f"{self.path}: a CoNLL file needs its column names")
 
 
 @dataclass(frozen=True)
@@ -47,6 +67,9 @@ class HubSource:
     splits: Mapping[str, str]  # our split name -> hub split name
     text_columns: tuple[str, ...]
     label_column: str = "label"
+    # a git revision of the hub repository; "refs/convert/parquet" is the hub's Parquet export
+    # of a dataset that is a loading script, which `datasets` >= 4 no longer runs
+    revision: str | None = None
 
 
 @dataclass(frozen=True)
@@ -60,7 +83,7 @@ class DevFromTrain:
 @dataclass(frozen=True)
 class TaskSpec:
     name: str  # registry key, e.g. "sst2" or "elue-sst2"
-    benchmark: str  # "glue" or "elue"
+    benchmark: str  # "glue", "elue" or "ner"
     title: str  # human name, e.g. "SST-2"
     text_columns: tuple[str, ...]  # one (single sentence) or two (pair) columns in the local files
     label_column: str
@@ -76,12 +99,19 @@ class TaskSpec:
     # What the label ids mean (a key of LABEL_SPACES); None: not declared, so never compatible
     # with another task
     label_space: str | None = None
+    # "sequence": a label per text. "token": a tag per word (sequence labelling): texts[i] are
+    # the words of a sentence and labels[i] a tag id per word, always IOB2 once loaded;
+    # `scheme` is the tag scheme of the local files (IOB1 files are converted as they are read)
+    unit: str = "sequence"
+    scheme: str | None = None
 
     def __post_init__(self) -> None:
         for name in ("local", "label_aliases", "expected_rows"):
             object.__setattr__(self, name, MappingProxyType(dict(getattr(self, name))))
         if self.main_metric not in self.metrics:
             raise ValueError(f"{self.name}: main metric {self.main_metric!r} not in {self.metrics}")
+        if self.unit not in UNITS or (self.unit == "token") != (self.scheme in TAG_SCHEMES):
+            raise ValueError(f"{self.name}: unit {self.unit!r} with tag scheme {self.scheme!r}")
         if self.label_space is not None:
             if self.label_space not in LABEL_SPACES:
                 raise ValueError(f"{self.name}: unknown label space {self.label_space!r}")
@@ -120,10 +150,12 @@ class TaskSpec:
             "name": self.name,
             "benchmark": self.benchmark,
             "title": self.title,
-            "type": "regression" if self.is_regression else "classification",
+            "type": "regression" if self.is_regression else (
+                "token classification" if self.unit == "token" else "classification"),
             "num_labels": self.num_labels,
             "labels": list(self.labels) if self.labels else None,
             "label_space": self.label_space,
+            **({"unit": "token", "scheme": self.scheme} if self.unit == "token" else {}),
             "text_columns": list(self.text_columns),
             "metrics": list(self.metrics),
             "main_metric": self.main_metric,
@@ -135,7 +167,8 @@ class TaskSpec:
                 else None
             ),
             "hub": (
-                {"path": self.hub.path, "name": self.hub.name, "splits": dict(self.hub.splits)}
+                {"path": self.hub.path, "name": self.hub.name, "splits": dict(self.hub.splits),
+                 **({"revision": self.hub.revision} if self.hub.revision else {})}
                 if self.hub
                 else None
             ),
