@@ -1,0 +1,13 @@
+"""Early exit under load: replay an arrival process over a task's samples on a trained model,
+with three schedulers (the full model, batch shrinking, continuous rebatching), in real time.
+
+arrivals.py   Poisson, bursty and trace arrivals
+cohort.py     one batch walking the exits, answering each request when it exits
+scheduler.py  the serving loop and its three admission policies; real and simulated clocks
+report.py     latency percentiles, throughput, share within target, the decision check
+replay.py     a run's point loaded (model, samples, offline decisions), every scheduler and rate
+"""
+
+from eebench.serve.scheduler import SCHEDULERS, StepClock, WallClock, serve
+
+__all__ = ["SCHEDULERS", "StepClock", "WallClock", "serve"]
