@@ -30,7 +30,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from eebench.errors import DataError, EebenchError, UsageError
+from eebench.errors import DataError, EebenchError, UsageError, one_line
 from eebench.io import hub_offline_mode, hub_unreachable
 from eebench.models import bundled
 
@@ -83,6 +83,27 @@ BACKBONES.add("bert-base", Backbone(
     lambda: "bert-base-uncased"))
 
 
+# The field's backbones, by hub id (downloaded on first use; offline, one line). Each fine-tunes
+# at the learning rate the early-exit papers' scripts give it (benchmarks/literature/): 2e-5 for
+# DeeBERT's BERT and RoBERTa, PABEE's ALBERT and ElasticBERT; BERT-large and DistilBERT at BERT's
+# own GLUE recipe, 2e-5 (TrainConfig's default: lr None).
+def _hub(name: str, hub: str, description: str, family: str, lr: float | None = None) -> None:
+    BACKBONES.add(name, Backbone(name, f"{description} (hub id {hub})", lambda: hub,
+                                 pooling="cls", lr=lr, family=family))
+
+
+_hub("bert-large", "google-bert/bert-large-uncased",
+     "BERT-large uncased: 24 layers, hidden 1024, 335M parameters", "bert")
+_hub("roberta-base", "FacebookAI/roberta-base", "RoBERTa-base: 12 layers, hidden 768, 125M "
+     "parameters (DeeBERT's second backbone)", "roberta", 2e-5)
+_hub("albert-base-v2", "albert/albert-base-v2", "ALBERT-base v2: 12 runs of one shared layer, "
+     "hidden 768, 12M parameters (PABEE's backbone)", "albert", 2e-5)
+_hub("distilbert-base", "distilbert/distilbert-base-uncased", "DistilBERT-base uncased: 6 "
+     "layers, hidden 768, no pooler (the heads' is fresh)", "distilbert")
+_hub("elasticbert-base", "fnlp/elasticbert-base", "ElasticBERT-base: BERT-base with a pooler per "
+     "layer (ELUE's baseline), loaded into BERT", "bert", 2e-5)
+
+
 def resolve_backbone(name: str) -> str:
     """A local directory or a hub id for `name` (see the module docstring for the rules)."""
     if name in BACKBONES:
@@ -130,7 +151,7 @@ def from_pretrained(loader: Callable[..., Any], name: str, **kwargs: Any) -> Any
     try:
         return loader(where, **kwargs)
     except _load_errors() as e:
-        first = " ".join(str(e).split())[:200] or type(e).__name__
+        first = one_line(e)
         if local:
             raise EebenchError(f"{where}: cannot load the model directory: {first}",
                                hint=HINT) from e

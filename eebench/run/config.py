@@ -108,6 +108,9 @@ class BenchConfig(BaseModel):
     model_config = ConfigDict(extra="forbid", protected_namespaces=(), allow_inf_nan=False)
 
     model: str = "minilm-l6"
+    # Evaluate these weights instead of training (an authors' checkpoint or an exported model: a
+    # folder or a hub id); `model` is then not read.
+    from_checkpoint: str | None = None
     pooling: Literal["cls", "mean"] | None = None  # None: the way the backbone was pretrained
     methods: Annotated[list[str], EachOnce] = Field(default_factory=list)
     tasks: Annotated[list[str], EachOnce] = Field(default_factory=list)

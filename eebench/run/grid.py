@@ -13,6 +13,7 @@ from eebench.run.artifacts import RunConfig
 from eebench.run.config import BenchConfig
 from eebench.tasks.loaders import resolve_split
 from eebench.tasks.spec import TaskSpec, get_task
+from eebench.train.config import TrainConfig
 
 
 @dataclass(frozen=True)
@@ -129,12 +130,25 @@ def run_config_for(config: BenchConfig, method: str, task: str, seed: int,
     from eebench.models.backbones import resolve_pooling
     from eebench.run.execute import backbone_layers
 
-    pooling = resolve_pooling(config.model, config.pooling)
     spec = get_task(task)
     evaluated = spec if config.eval_task is None else get_task(config.eval_task)
     if evaluated.name != spec.name:
         check_shift(spec, evaluated)
-    m = get_method(method, **config.methods_settings.get(method, {}))
+    settings = config.methods_settings.get(method, {})
+    weights, model = None, config.from_checkpoint or config.model
+    if config.from_checkpoint is None:
+        pooling = resolve_pooling(config.model, config.pooling)
+        m = get_method(method, **settings)
+    else:  # weights made elsewhere, checked against the method and the task; nothing trains
+        from eebench.train.imported import planned_import
+
+        weights, m = planned_import(config.from_checkpoint, method, settings, spec,
+                                    config.pooling)
+        pooling = weights.pooling
+
+    def depth() -> int:
+        return weights.num_layers if weights is not None else backbone_layers(config.model)
+
     m.check_task(spec)
     split = resolve_split(evaluated, config.split)  # the loaders' names and aliases
     if split == "train":
@@ -143,8 +157,7 @@ def run_config_for(config: BenchConfig, method: str, task: str, seed: int,
     if rule is None:
         sweep = config.sweeps.get(method)
         if sweep is None:
-            sweep = m.default_sweep(backbone_layers(config.model), spec.is_regression,
-                                    spec.num_labels)
+            sweep = m.default_sweep(depth(), spec.is_regression, spec.num_labels)
         for variant in m.variants(sweep):  # every sweep value checked before anything trains
             for value in variant.values:
                 variant.method.exit_rule(value, spec.is_regression)
@@ -154,11 +167,10 @@ def run_config_for(config: BenchConfig, method: str, task: str, seed: int,
         kind = get_rule(rule)
         sweep = config.sweeps.get(f"{m.name}+{kind.name}")
         if sweep is None:
-            sweep = kind.default_sweep(backbone_layers(config.model), spec.is_regression,
-                                       spec.num_labels)
+            sweep = kind.default_sweep(depth(), spec.is_regression, spec.num_labels)
         for value in sweep:
             kind.check(value)
-    train = config.training(spec, seed)
+    train = config.training(spec, seed) if weights is None else TrainConfig()
     if config.flops_convention not in CONVENTIONS:
         raise UsageError(f"unknown FLOPs convention {config.flops_convention!r}",
                          hint=f"choose from: {', '.join(CONVENTIONS)}")
@@ -167,10 +179,10 @@ def run_config_for(config: BenchConfig, method: str, task: str, seed: int,
     budget = config.for_task(evaluated.name)
     shifted = evaluated.name != spec.name
     return RunConfig(
-        model=config.model, pooling=pooling, method=m.name, method_settings=m.settings,
+        model=model, pooling=pooling, method=m.name, method_settings=m.settings,
         task=evaluated.name, train_task=spec.name if shifted else None, rule=rule, split=split,
         seed=seed,
         sweep=[float(v) for v in sweep], train=train, max_seq_length=budget.max_seq_length,
         max_eval_samples=budget.max_eval_samples, flops_convention=config.flops_convention,
-        timing=config.timing,
+        timing=config.timing, weights=weights,
     )
