@@ -55,6 +55,15 @@ OS_ERRORS: dict[int, tuple[str, str | None]] = {
 }
 
 
+def one_line(e: BaseException, limit: int = 200, named: bool = False) -> str:
+    """An exception's message as one line of at most `limit` characters (its whitespace folded),
+    its type's name where it says nothing; `named`: always led by its type's name."""
+    text = " ".join(str(e).split())[:limit]
+    if named:
+        return f"{type(e).__name__}: {text}" if text else type(e).__name__
+    return text or type(e).__name__
+
+
 def printable(text: str) -> str:
     """`text` as one line that a terminal shows as it is: every character Python does not call
     printable is escaped as Python writes it (a newline as \\n, NUL as \\x00, ESC as \\x1b,

@@ -30,7 +30,7 @@ from importlib import import_module
 from importlib.metadata import EntryPoint, entry_points
 from typing import Any, Generic, TypeVar
 
-from eebench.errors import EebenchError, UsageError
+from eebench.errors import EebenchError, UsageError, one_line
 
 T = TypeVar("T")
 
@@ -71,8 +71,7 @@ _WARNED: set[tuple[str, str]] = set()  # (group, entry-point name): each plugin 
 
 
 def _one_line(e: BaseException) -> str:
-    text = str(e).strip().splitlines()
-    return f"{type(e).__name__}: {text[0]}" if text else type(e).__name__
+    return one_line(e, named=True)
 
 
 def _warn(group: str, name: str, reason: str) -> None:

@@ -9,6 +9,7 @@ import numpy as np
 
 from eebench.io import atomic_write_text, write_json
 from eebench.run import artifacts as R
+from eebench.run.upgrade import exit_paths
 from eebench.score.difficulty import Samples
 
 
@@ -28,7 +29,7 @@ def run_files(path: Path, exit_layer: np.ndarray, prediction: np.ndarray,
             "accuracy": float((prediction[p] == labels).mean() * 100)}
         points.append(R.OperatingPoint(
             method=method, variant="all", task=task, split=split, seed=1,
-            sweep_param="threshold", sweep_value=value, n_samples=n, num_layers=num_layers,
+            sweep={"threshold": value}, n_samples=n, num_layers=num_layers,
             metrics=metrics, main_metric="accuracy", main=metrics.get("accuracy"),
             avg_exit_layer=float(layers.mean()),
             exit_histogram=np.bincount(layers, minlength=num_layers + 1)[1:].tolist(),
@@ -38,7 +39,9 @@ def run_files(path: Path, exit_layer: np.ndarray, prediction: np.ndarray,
     summary = R.RunSummary(
         model="tiny", method=method, task=task, split=split, seed=1, config_hash=config.key(),
         n_samples=n, num_points=len(points), variants=[R.VariantRecord(
-            name="all", sweep_values=sweep, exit_layers=list(range(1, num_layers + 1)),
+            name="all", sweep_values=[{"threshold": v} for v in sweep],
+            exit_layers=list(range(1, num_layers + 1)),
+            exit_paths=exit_paths(list(range(1, num_layers + 1)), False),
             hidden_size=8, pooling="cls", logits_key="exit_logits")])
     return R.RunFiles(Path(path), config, points, summary)
 

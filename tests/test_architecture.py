@@ -16,10 +16,10 @@ import pytest
 PACKAGE = Path(__file__).resolve().parents[1] / "eebench"
 
 # The stages in pipeline order (docs/architecture.md); a stage imports only from those before it.
-STAGES = ("tasks", "data", "models", "rules", "methods", "measure", "train", "run", "score",
-          "plot", "submit", "api", "cli", "testing")
+STAGES = ("tasks", "data", "models", "rules", "methods", "measure", "train", "run", "serve",
+          "score", "plot", "submit", "api", "cli", "testing")
 # Shared utilities every stage may use; they import only each other.
-SHARED = ("errors", "registry", "io")
+SHARED = ("errors", "registry", "io", "policy")
 TOP_LEVEL = {"__init__.py", "__main__.py", *(f"{name}.py" for name in SHARED)}
 
 
@@ -115,3 +115,32 @@ def test_listings_do_not_import_torch(command):
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True)
     assert '"name"' in out.stdout  # the listing itself came out
     assert out.stdout.strip().endswith("HEAVY []"), out.stdout[-300:]
+
+
+METHOD_FILE_LINES = 80  # docs/architecture.md: a method reads like its paper's algorithm box
+
+
+def code_lines(path: Path) -> int:
+    """Lines of code of a module: not blank, not a comment, not in the module's docstring."""
+    text = path.read_text(encoding="utf-8")
+    tree = ast.parse(text)
+    first = tree.body[0] if ast.get_docstring(tree, clean=False) is not None else None
+    inside_doc = range(first.lineno, first.end_lineno + 1) if first else range(0)
+    return sum(1 for number, line in enumerate(text.splitlines(), 1)
+               if number not in inside_doc and line.strip()
+               and not line.strip().startswith("#"))
+
+
+def test_code_lines_counts_code_only(tmp_path):
+    module = tmp_path / "m.py"
+    module.write_text('"""Doc\n\nmore doc."""\n\n# a comment\nimport os\n\n\n'
+                      'def f():\n    """Its own docstring counts."""\n    return os.sep\n')
+    assert code_lines(module) == 4
+
+
+def test_every_method_file_is_short():
+    """Each file under eebench/methods/ holds at most 80 lines of code besides its docstring:
+    the base machinery is split by concern, a method states only what differs."""
+    long = {path.name: n for path in sorted((PACKAGE / "methods").glob("*.py"))
+            if (n := code_lines(path)) > METHOD_FILE_LINES}
+    assert not long, f"method files over {METHOD_FILE_LINES} lines of code: {long}"

@@ -27,6 +27,7 @@ from eebench.rules.engine import dynamic_batch, dynamic_inference, simulate
 from eebench.run import artifacts as R
 from eebench.tasks.loaders import load_split
 from tests import tiny
+from tests.cli import tiny_run
 
 DEPTHS = (1, 2, 4)
 
@@ -171,13 +172,7 @@ SWEEP = "0.5,0.55,0.6,0.7,0.9"
 
 
 def _run(root: Path, backbone: Path, data_dir: Path, *extra: str) -> Path:
-    args = ["run", "--task", "rte", "--model", str(backbone), "--data-dir", str(data_dir),
-            "--max-train-samples", "32", "--epochs", "1", "--max-seq-length", "48",
-            "--max-eval-samples", "20", "--time-samples", "6", "--out", str(root / "runs"),
-            "--checkpoints", str(root / "ckpt"), "--json", *extra]
-    result = runner.invoke(app, args)
-    assert result.exit_code == 0, result.output + str(result.exception)
-    return Path(json.loads(result.stdout)["run_dir"])
+    return Path(tiny_run(root, backbone, data_dir, *extra)["run_dir"])
 
 
 def test_cascade_run_reuses_static_checkpoints(tmp_path, data_dir, monkeypatch):
@@ -192,7 +187,10 @@ def test_cascade_run_reuses_static_checkpoints(tmp_path, data_dir, monkeypatch):
     [variant] = run.summary.variants  # the cascade, measured as one model
     assert (variant.name, variant.exit_layers, variant.logits_key) == ("all", [1, 2, 4],
                                                                        "exit_logits")
-    assert variant.chained and not any(v.chained for v in static.variants)
+    # a sample answered by model j ran models 1..j whole; a static model, its own layers
+    assert [[(r.layers, r.heads) for r in path] for path in variant.exit_paths] == [
+        [(1, [1])], [(1, [1]), (2, [2])], [(1, [1]), (2, [2]), (4, [4])]]
+    assert all(len(path) == 1 for v in static.variants for path in v.exit_paths)
     # the static run's models, not retrained
     assert variant.checkpoint.split(";") == [v.checkpoint for v in static.variants]
     assert {c: (Path(c) / "model.safetensors").stat().st_mtime_ns for c in trained} == trained
@@ -214,20 +212,21 @@ def test_cascade_run_reuses_static_checkpoints(tmp_path, data_dir, monkeypatch):
     assert [p.sweep_value for p in run.points] == [float(v) for v in SWEEP.split(",")]
     score = runner.invoke(app, ["score", str(run_dir), "--json"])
     assert score.exit_code == 0, score.output
-    # its submission declares the chained models, and is valid only with them
+    # its submission records what each exit ran, and is valid only with it
     from eebench.submit.build import build_submission
+    from eebench.submit.schema import ModelRun
     from eebench.submit.validate import check_submission
 
     sub = build_submission([run_dir])
     [entry] = sub.tasks["rte"].runs
-    assert entry.chained_models == [1, 2, 4]
+    assert [[r.layers for r in path] for path in entry.exit_paths] == [[1], [1, 2], [1, 2, 4]]
     check_submission(sub)
-    entry.chained_models = None
-    with pytest.raises(DataError, match="outside"):
+    entry.exit_paths = [[ModelRun(layers=k, heads=list(range(1, k + 1)))] for k in DEPTHS]
+    with pytest.raises(DataError, match="outside"):  # as one model, it costs too much
         check_submission(sub)
     [static_entry] = build_submission([static_dir]).tasks["rte"].runs
-    assert static_entry.chained_models is None
-    assert "chained_models" not in static_entry.model_dump_json()
+    assert [[(r.layers, r.heads) for r in path] for path in static_entry.exit_paths] == [
+        [(k, [k])] for k in DEPTHS]
 
 
 def arrays_of(run_dir: Path) -> dict[str, np.ndarray]:
@@ -256,7 +255,8 @@ def test_cascade_run_with_dar(tmp_path, data_dir, monkeypatch):
 def test_elue_export_lists_every_model_run():
     from eebench.submit.export_elue import Structure, modules
 
-    cascade = Structure(8, (1, 2, 4), "cls", chained=True)
+    paths = tuple(tuple((k, (k,)) for k in (1, 2, 4)[: j + 1]) for j in range(3))
+    cascade = Structure(8, (1, 2, 4), "cls", paths)
     assert modules(3, 1, cascade) == "(3),emb; (3,8),layer_1; (8),exit_1"
     assert modules(3, 2, cascade) == ("(3),emb; (3,8),layer_1; (8),exit_1; "
                                       "(3),emb; (3,8),layer_1; (3,8),layer_2; (8),exit_2")

@@ -12,11 +12,11 @@ import pytest
 from scipy.stats import spearmanr
 from typer.testing import CliRunner
 
-from eebench.cli import app
 from eebench.score.difficulty import analyze, default_point, load_samples, softmax
 from eebench.score.select import clopper_pearson_lower, fixed_sequence, select
 from eebench.tasks.loaders import load_split
 from tests import handmade
+from tests.cli import invoke
 
 runner = CliRunner()
 MFLOPS = [100.0, 70.0, 52.0, 30.0]  # half the full model's 100: the point at 52
@@ -86,10 +86,6 @@ def test_easiest_and_hardest_samples():
     assert result.hardest[0]["exit_layer"] == 3
     assert result.hardest[0]["first_exit_confidence"] == pytest.approx(0.51, abs=1e-4)
     assert all(it["agreement"] == 1.0 for it in result.easiest)
-
-
-def invoke(*args):
-    return runner.invoke(app, [str(a) for a in args])
 
 
 def one_line_error(result, code: int) -> str:

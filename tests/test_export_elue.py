@@ -20,6 +20,7 @@ from eebench.submit.export_elue import Structure, export_elue, modules
 from eebench.tasks.loaders import load_split
 from eebench.tasks.spec import get_task
 from tests import tiny
+from tests.cli import tiny_run
 
 runner = CliRunner()
 HIDDEN = 32
@@ -28,13 +29,8 @@ MODULE = re.compile(r"^\((\d+)(?:,(\d+))?\),(emb|layer_(\d+)|exit_(\d+))$")
 
 
 def _run(root: Path, backbone: Path, data_dir: Path, *extra: str) -> Path:
-    args = ["run", "--task", "wnli", "--model", str(backbone), "--data-dir", str(data_dir),
-            "--max-train-samples", "32", "--epochs", "1", "--max-seq-length", str(MAX_LEN),
-            "--no-timing", "--out", str(root / "runs"), "--checkpoints", str(root / "ckpt"),
-            "--json", *extra]
-    result = runner.invoke(app, args)
-    assert result.exit_code == 0, result.output + str(result.exception)
-    return Path(json.loads(result.stdout)["run_dir"])
+    return Path(tiny_run(root, backbone, data_dir, *extra, task="wnli", max_seq_length=MAX_LEN,
+                         eval_samples=None, time_samples=None)["run_dir"])
 
 
 @pytest.fixture(scope="module")
@@ -155,6 +151,12 @@ def test_export_of_a_subset_and_of_a_static_model(runs, tmp_path):
     assert result.exit_code == 0 and "warning: 20 of 146 test rows" in result.stderr
 
 
+def _one_number(sweep: dict) -> dict:
+    """A point's sweep as schema 1 wrote it: one number, named."""
+    [(name, value)] = sweep.items()
+    return {"sweep_param": name, "sweep_value": float(value)}
+
+
 def test_runs_written_before_variants_export_the_same_files(runs, tmp_path):
     """A run in the first schemas (no variants, no hidden size, checkpoints gone) is upgraded on
     reading: the exits follow from the method, the hidden size from the model."""
@@ -167,7 +169,8 @@ def test_runs_written_before_variants_export_the_same_files(runs, tmp_path):
         summary["schema_version"] = 1
         (moved / R.SUMMARY_FILE).write_text(json.dumps(summary))
         lines = (moved / R.POINTS_FILE).read_text().splitlines()
-        old = [{k: v for k, v in json.loads(line).items() if k != "variant"} for line in lines]
+        old = [{k: v for k, v in json.loads(line).items() if k not in ("variant", "sweep")}
+               | _one_number(json.loads(line)["sweep"]) for line in lines]
         (moved / R.POINTS_FILE).write_text("".join(json.dumps({**p, "schema_version": 1}) + "\n"
                                                    for p in old))
         upgraded = R.read_run(moved)

@@ -136,10 +136,11 @@ def test_figures_show_each_submissions_seed_averaged_points(site):
              if (line.get_gid() or "").startswith(GID_METHOD)}
     assert set(lines) == {s.name for _, s in subs}
     for _, s in subs:
-        by_value: dict[float, list] = {}
+        by_value: dict[tuple, list] = {}
         for run in s.tasks["rte"].runs:
             for p in run.points:
-                by_value.setdefault(p.sweep_value, []).append((p.mean_flops / 1e6, p.main))
+                key = tuple(sorted(p.sweep.items()))
+                by_value.setdefault(key, []).append((p.mean_flops / 1e6, p.main))
         expected = sorted(tuple(np.mean(v, axis=0)) for v in by_value.values())
         np.testing.assert_allclose(lines[s.name], expected)
     names = [t.get_text() for t in ax.get_legend().get_texts()]

@@ -13,7 +13,7 @@ from typer.testing import CliRunner
 
 from eebench.cli import app
 from eebench.errors import UsageError
-from eebench.methods.base import METHODS, Stage, get_method
+from eebench.methods import METHODS, Stage, get_method
 from eebench.rules.base import ExitRule, select_state
 from eebench.rules.catalog import RULES
 from eebench.rules.entropy import entropy
@@ -376,10 +376,11 @@ def test_cli_lists_the_rules_and_what_each_needs():
 
 
 def test_a_pair_sweep_value_is_patience_plus_threshold():
-    from eebench.rules.catalog import get_rule, split_pair
+    from eebench.rules.catalog import get_rule
 
-    assert split_pair(2.333333) == (2, 0.333333)
     kind = get_rule("confident-patience")
+    assert kind.from_number(2.333333) == {"patience": 2, "threshold": 0.333333}
+    assert kind.number({"patience": 2, "threshold": 0.333333}) == 2.333333
     assert kind.label(1.5) == "patience=1,threshold=0.5"
     grid = kind.default_sweep(6, False, 2)
     assert len(grid) == 27 and grid[0] == pytest.approx(1 + 1 / 18, abs=1e-6)

@@ -19,6 +19,7 @@ from eebench.train.checkpoint import STATE_FILE
 from eebench.train.config import TrainConfig
 from eebench.train.precision import resolve
 from tests import tiny
+from tests.cli import tiny_run
 
 ROOT = Path(__file__).resolve().parent.parent
 runner = CliRunner()
@@ -119,14 +120,9 @@ def backbone(tmp_path_factory):
 
 
 def _run(tmp_path, backbone, data_dir, *extra) -> Path:
-    result = runner.invoke(app, [
-        "run", "--method", "pabee", "--task", "rte", "--model", str(backbone),
-        "--data-dir", str(data_dir), "--max-train-samples", "16", "--epochs", "1",
-        "--max-seq-length", "32", "--max-eval-samples", "8", "--no-timing",
-        "--out", str(tmp_path / "runs"), "--checkpoints", str(tmp_path / "ckpt"), "--json",
-        *extra])
-    assert result.exit_code == 0, result.output + str(result.exception)
-    return Path(json.loads(result.stdout)["run_dir"])
+    return Path(tiny_run(tmp_path, backbone, data_dir, "--method", "pabee", *extra,
+                         train_samples=16, max_seq_length=32, eval_samples=8,
+                         time_samples=None)["run_dir"])
 
 
 def test_a_run_records_its_precision_and_the_cpu_it_was_resolved_on(tmp_path, backbone, data_dir,

@@ -130,13 +130,18 @@ def test_older_summaries_read_with_their_rule_and_new_fields_stay_out_at_their_d
                 "pooling": "cls", "logits_key": "exit_logits"}]}
     _, summary = upgrade(cfg, [], old)
     parsed = R.RunSummary.model_validate(summary)
-    assert parsed.rule == R.RuleRecord(name="patience", comparison=">=")
+    # patience read PABEE's regression threshold then: now the rule's own setting, recorded
+    tau = {"regression_threshold": 0.1}
+    assert parsed.rule == R.RuleRecord(name="patience", comparison=">=", settings=tau)
+    assert parsed.variants[0].sweep_values == [{"patience": 1}]
+    assert [[(r.layers, r.heads) for r in p] for p in parsed.variants[0].exit_paths] == [
+        [(1, [1])], [(2, [1, 2])]]
     _, summary = upgrade(cfg.model_copy(update={"rule": "entropy"}), [], old)
     assert summary["rule"] == {"name": "entropy", "comparison": "<"}
     _, summary = upgrade(cfg.model_copy(update={"method": "a-plugins"}), [], old)
     assert "rule" not in summary  # unknown: such a run does not re-derive
     dumped = parsed.model_dump(mode="json")
-    assert dumped["rule"] == {"name": "patience", "comparison": ">="}
+    assert dumped["rule"] == {"name": "patience", "comparison": ">=", "settings": tau}
     new = {"temperatures", "temperatures_source", "settings"}
     assert set(old["variants"][0]) <= set(dumped["variants"][0]) and not new & set(
         dumped["variants"][0])

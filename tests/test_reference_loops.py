@@ -28,7 +28,7 @@ import torch
 from eebench.data.batching import collate, encode, eval_batches
 from eebench.methods.base import get_method
 from eebench.models.outputs import ExitOutputs, collect_exit_logits
-from eebench.rules.catalog import PAIR_PATIENCES, PAIR_THRESHOLDS, ModelFacts, get_rule, split_pair
+from eebench.rules.catalog import PAIR_PATIENCES, PAIR_THRESHOLDS, ModelFacts, get_rule
 from eebench.rules.engine import MARGIN_TOLERANCE, dynamic_inference, simulate
 from eebench.tasks.loaders import load_split
 from eebench.tasks.spec import get_task
@@ -232,8 +232,9 @@ def _entropy(out: ExitOutputs, temps: list[float]) -> torch.Tensor:
 
 
 def _pairs(qs: list[float]) -> list[float]:
-    """(patience, threshold) pairs written as one number patience + threshold (catalog.split_pair):
-    thresholds among the observed normalised entropies, patience 1..3."""
+    """(patience, threshold) pairs written as one number patience + threshold
+    (ConfidentPatience.from_number): thresholds among the observed normalised entropies,
+    patience 1..3."""
     return [round(p + min(q, 0.999), 6) for p in (1, 2, 3) for q in qs]
 
 
@@ -480,7 +481,9 @@ def test_confident_patience_value_encodes_patience_and_threshold():
     assert sorted(sweep) == sorted(round(p + t, 6) for p in PAIR_PATIENCES
                                    for t in PAIR_THRESHOLDS)
     for value in sweep:
-        patience, threshold = split_pair(value)
+        named = kind.from_number(value)
+        patience, threshold = named["patience"], named["threshold"]
+        assert kind.number(named) == value and kind.values(named) == named
         assert (patience, threshold) == split_pair_by_hand(value)
         # the threshold comes back to the 6 decimals the value is written with (PCEE's k/18
         # grid: 1/18 is read as 0.055556, 4e-7 off the authors' threshold)
@@ -489,7 +492,8 @@ def test_confident_patience_value_encodes_patience_and_threshold():
         assert kind.label(value) == f"patience={patience},threshold={threshold:g}"
         rule = kind.build(value, ModelFacts(False, 2))
         assert (rule.patience, rule.threshold) == (patience, threshold)
-    assert split_pair(2.25) == (2, 0.25) and split_pair(1.0) == (1, 0.0)
+    assert kind.from_number(2.25) == {"patience": 2, "threshold": 0.25}
+    assert kind.from_number(1.0) == {"patience": 1, "threshold": 0.0}
     assert kind.default_sweep(2, False, 2) == [v for v in sweep if v < 3]  # patience <= layers
     for bad in (0.5, -1.2):  # patience 0 or negative
         with pytest.raises(Exception, match="patience"):

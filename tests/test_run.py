@@ -15,6 +15,7 @@ from eebench.errors import DataError
 from eebench.methods.base import METHODS, get_method
 from eebench.run import artifacts as R
 from tests import tiny
+from tests.cli import tiny_run
 
 runner = CliRunner()
 
@@ -25,13 +26,7 @@ def backbone(tmp_path_factory):
 
 
 def _run(tmp_path, backbone, data_dir, *extra):
-    args = ["run", "--task", "rte", "--model", str(backbone), "--data-dir", str(data_dir),
-            "--max-train-samples", "32", "--epochs", "1", "--max-seq-length", "48",
-            "--max-eval-samples", "20", "--time-samples", "6", "--out", str(tmp_path / "runs"),
-            "--json", *extra]
-    result = runner.invoke(app, [*args, "--checkpoints", str(tmp_path / "ckpt")])
-    assert result.exit_code == 0, result.output + str(result.exception)
-    return json.loads(result.stdout)
+    return tiny_run(tmp_path, backbone, data_dir, *extra)
 
 
 @pytest.mark.parametrize("method", ["pabee", "deebert"])
@@ -137,7 +132,7 @@ def test_static_run_trains_one_model_per_k(tmp_path, backbone, data_dir, monkeyp
     out = _run(tmp_path, backbone, data_dir, "--method", "static", "--sweep", "1,3",
                "--no-timing")
     points = out["points"]
-    assert [p["sweep_value"] for p in points] == [1.0, 3.0]
+    assert [p["sweep"] for p in points] == [{"layers": 1}, {"layers": 3}]  # named, typed
     assert [p["avg_exit_layer"] for p in points] == [1.0, 3.0]
     assert points[0]["mean_flops"] < points[1]["mean_flops"]
     variants = out["summary"]["variants"]
@@ -392,7 +387,7 @@ def test_two_rules_on_one_trained_model_in_one_pass(tmp_path, backbone, data_dir
         assert cfg.label == label and cfg.rule == (label.partition("+")[2] or None)
         assert all(p["disagreements"] == 0 for p in o["points"])
     entropy = runs["pabee+entropy"]["points"]
-    assert {p["sweep_param"] for p in entropy} == {"threshold"} and len(entropy) == 21
+    assert {tuple(p["sweep"]) for p in entropy} == {("threshold",)} and len(entropy) == 21
     # the same exit logits: the rules read one pass
     logits = {label: load_file(str(Path(o["run_dir"]) / R.PREDICTIONS_FILE))["exit_logits"]
               for label, o in runs.items()}

@@ -15,10 +15,8 @@ from pathlib import Path
 import numpy as np
 import pytest
 from safetensors.numpy import save_file
-from typer.testing import CliRunner
 
 import eebench.cli.score  # noqa: F401  (registers the commands)
-from eebench.cli import app
 from eebench.io import write_json
 from eebench.run.artifacts import (
     CONFIG_FILE,
@@ -30,6 +28,7 @@ from eebench.run.artifacts import (
     RunSummary,
     write_points,
 )
+from tests.cli import invoke
 from tests.tiny import variant_records
 
 N = 200  # samples per run; every main metric below is a multiple of 0.5% of N
@@ -66,8 +65,7 @@ def write_run(
         preds.append(np.where(correct, labels, 1 - labels))
         ops.append(OperatingPoint(
             method=method, variant=f"k{int(value)}" if method == "static" else "all", task=task,
-            split=split, seed=seed, sweep_param=sweep_param,
-            sweep_value=value, n_samples=N, num_layers=num_layers,
+            split=split, seed=seed, sweep={sweep_param: value}, n_samples=N, num_layers=num_layers,
             metrics={"accuracy": acc}, main_metric="accuracy", main=acc, avg_exit_layer=layer,
             exit_histogram=[N if i == layer else 0 for i in range(1, num_layers + 1)],
             flops_convention=convention,
@@ -109,10 +107,6 @@ def write_runs(root: Path) -> Path:
 @pytest.fixture
 def runs(tmp_path: Path) -> Path:
     return write_runs(tmp_path / "runs")
-
-
-def invoke(*args: str):
-    return CliRunner().invoke(app, [str(a) for a in args])
 
 
 def build_ref(runs: Path, out: Path, *extra: str) -> Path:

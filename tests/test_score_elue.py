@@ -82,8 +82,8 @@ def run(tmp: Path, method: str, task: str, seed: int, rows: list[tuple[float, fl
     points = [
         OperatingPoint(method=method, task=task, split=split, seed=seed,
                        variant=f"k{int(v)}" if method == "static" else "all",
-                       sweep_param="layers" if method == "static" else "threshold",
-                       sweep_value=v, n_samples=10, num_layers=4, metrics={"accuracy": acc},
+                       sweep={"layers" if method == "static" else "threshold": v},
+                       n_samples=10, num_layers=4, metrics={"accuracy": acc},
                        main_metric="accuracy", main=acc, avg_exit_layer=_layer(method, v),
                        exit_histogram=[10 * (i == _layer(method, v)) for i in range(1, 5)],
                        flops_convention="c",

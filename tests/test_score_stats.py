@@ -20,8 +20,8 @@ def make_run(method: str, seed: int, rows: list[tuple[float, float, float]], *,
                        sweep=[r[0] for r in rows], max_seq_length=64, flops_convention="c")
     points = [
         OperatingPoint(method=method, variant="all", task=task, split="dev", seed=seed,
-                       sweep_param="threshold",
-                       sweep_value=v, n_samples=10, num_layers=4, metrics={"accuracy": acc},
+                       sweep={"threshold": v}, n_samples=10, num_layers=4,
+                       metrics={"accuracy": acc},
                        main_metric="accuracy", main=acc, avg_exit_layer=2.0,
                        exit_histogram=[0, 10, 0, 0], flops_convention="c", mean_flops=flops,
                        mean_mflops=flops / 1e6, speedup=2.0, layer_saving=0.5, params_total=1,

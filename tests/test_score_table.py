@@ -40,7 +40,7 @@ def test_a_row_per_point_of_every_run(runs: Path):
         assert row["mean_flops"] == p.mean_flops and row["mflops"] == p.mean_flops / 1e6
         assert (row["run"], row["row"]) == (str(rp.run.path), rp.row)
         lines = (rp.run.path / "points.jsonl").read_text().splitlines()
-        assert json.loads(lines[row["row"]])["sweep_value"] == row["sweep_value"]
+        assert list(json.loads(lines[row["row"]])["sweep"].values()) == [row["sweep_value"]]
     assert frame["latency_bs1_ms"].isna().all() and frame["disagreements"].isna().all()
     assert frame["seed"].dtype == np.int64 and frame["disagreements"].dtype == "Int64"
 

@@ -17,19 +17,14 @@ from eebench.cli import app
 from eebench.run import artifacts as R
 from eebench.submit.schema import json_schema
 from tests import tiny
+from tests.cli import tiny_run
 
 runner = CliRunner()
 REPO = Path(__file__).resolve().parents[1]
 
 
 def _run(root: Path, backbone: Path, data_dir: Path, *extra: str) -> Path:
-    args = ["run", "--task", "rte", "--model", str(backbone), "--data-dir", str(data_dir),
-            "--max-train-samples", "32", "--epochs", "1", "--max-seq-length", "48",
-            "--max-eval-samples", "20", "--time-samples", "6", "--out", str(root / "runs"),
-            "--checkpoints", str(root / "ckpt"), "--json", *extra]
-    result = runner.invoke(app, args)
-    assert result.exit_code == 0, result.output + str(result.exception)
-    return Path(json.loads(result.stdout)["run_dir"])
+    return Path(tiny_run(root, backbone, data_dir, *extra)["run_dir"])
 
 
 @pytest.fixture(scope="module")
@@ -74,7 +69,7 @@ def test_submit_writes_a_valid_submission_with_the_elue_score(runs, data_dir, tm
     task = data["tasks"]["rte"]
     for run_dir, entry in zip(runs["pabee"], task["runs"]):
         points = R.read_run(run_dir).points
-        assert [p["sweep_value"] for p in entry["points"]] == [p.sweep_value for p in points]
+        assert [p["sweep"] for p in entry["points"]] == [p.sweep for p in points]
         assert [p["mean_flops"] for p in entry["points"]] == [p.mean_flops for p in points]
         assert [p["main"] for p in entry["points"]] == [p.main for p in points]
         assert entry["n_samples"] == 20

@@ -14,10 +14,10 @@ from eebench.submit.plausible import (
     CONVENTIONS,
     Dims,
     backbone_params,
-    chained_histogram,
     depth_length_bounds,
     flops_bounds,
     params_bounds,
+    ran_histogram,
 )
 
 MINILM = Dims(hidden=384, intermediate=1536, vocab=30522, positions=512, token_types=2, layers=6)
@@ -120,6 +120,7 @@ def test_cascade_bounds_hold_for_its_counted_flops_and_params(convention):
     from eebench.measure.params import params_per_exit
     from eebench.methods.cascade_model import CascadeModel
     from eebench.methods.static import Static
+    from eebench.models.exits import exit_paths
     from tests import tiny
 
     depths = [1, 2, 4]
@@ -128,11 +129,14 @@ def test_cascade_bounds_hold_for_its_counted_flops_and_params(convention):
     cascade = CascadeModel(models, {})
     table = build_cost_table(cascade, 24, convention)
     dims = Dims(8, 16, tiny.MINILM_VOCAB, 512, 2, 4)
-    assert chained_histogram([3, 5, 0, 2], depths) == [3, 0, 5, 0, 0, 0, 2]
+    # what a sample answered at each depth ran, as the run records it (the exit protocol)
+    paths = {path[-1].heads[-1]: [r.layers for r in path] for path in exit_paths(cascade)}
+    assert paths == {1: [1], 2: [1, 2], 4: [1, 2, 4]}
+    assert ran_histogram([3, 5, 0, 2], paths) == ([3, 0, 5, 0, 0, 0, 2], 3)
     for n in (1, 5, 24):
         for j, k in enumerate(depths):
             hist = [int(i + 1 == k) for i in range(4)]
-            low, high = flops_bounds(dims, hist, float(n), n, 3, convention, depths)
+            low, high = flops_bounds(dims, hist, float(n), n, 3, convention, paths)
             assert low <= table.path_flops(j, n) <= high, (n, k)
     _, alone = flops_bounds(dims, [0, 0, 0, 1], 24.0, 24, 3, convention)
     assert table.path_flops(2, 24) > alone  # one 4-layer model cannot cost that much

@@ -25,6 +25,7 @@ from safetensors.numpy import save_file
 from eebench.errors import DataError
 from eebench.io import atomic_write_text, write_json
 from eebench.run import artifacts as R
+from eebench.run.upgrade import exit_paths
 from eebench.submit.build import build_submission, write_submission
 from eebench.submit.schema import (
     SUBMISSION_SCHEMA_VERSION,
@@ -108,8 +109,7 @@ def write_run(root: Path, method: str, seed: int, exit_layers: list[list[int]],
                           peak_memory_mb=100.0, raw_ms=[1.5, 1.7])
         points.append(R.OperatingPoint(
             method=method, variant=_variant(method, value), task=task, split="dev", seed=seed,
-            sweep_param=sweep_param,
-            sweep_value=value, n_samples=len(LABELS), num_layers=LAYERS,
+            sweep={sweep_param: value}, n_samples=len(LABELS), num_layers=LAYERS,
             metrics={"accuracy": acc}, main_metric="accuracy", main=acc,
             avg_exit_layer=float(layers[p].mean()),
             exit_histogram=np.bincount(layers[p], minlength=LAYERS + 1)[1:].tolist(),
@@ -129,8 +129,12 @@ def write_run(root: Path, method: str, seed: int, exit_layers: list[list[int]],
     write_json(run_dir / R.SUMMARY_FILE, R.RunSummary(
         model=model, method=method, task=task, split="dev", seed=seed,
         config_hash=cfg.key(), n_samples=len(LABELS), num_points=len(points),
-        variants=[R.VariantRecord(name=_variant(method, v), sweep_values=[v] if static else sweep,
+        variants=[R.VariantRecord(name=_variant(method, v),
+                                  sweep_values=[{sweep_param: x}
+                                                for x in ([v] if static else sweep)],
                                   exit_layers=[int(v)] if static else list(range(1, LAYERS + 1)),
+                                  exit_paths=exit_paths([int(v)] if static else list(
+                                      range(1, LAYERS + 1)), False),
                                   hidden_size=HIDDEN, pooling="cls",
                                   logits_key=R.logits_key(_variant(method, v), n_variants))
                   for v in (sweep if static else sweep[:1])]))
@@ -297,7 +301,7 @@ SCHEMA_CASES = {
                        True),
     "zero params": (_set("model.params", 0), "model.params", True),
     "metric above 100": (_set(f"{POINT}.metrics.accuracy", 120.0), "metrics.accuracy", True),
-    "unknown version": (_set("schema_version", 3), "schema_version 3 is not supported", True),
+    "unknown version": (_set("schema_version", 4), "schema_version 4 is not supported", True),
     "version 1": (_set("schema_version", 1), "schema_version 1 is not supported", True),
     "version as bool": (_set("schema_version", True), "schema_version True", True),
     "bad hash": (_set("tasks.rte.runs.0.predictions_sha256", "abc"), "predictions_sha256", True),
@@ -316,13 +320,18 @@ CONSISTENCY_CASES = {
     "seeds mismatch": (_set("seeds", [1, 2, 3]), "not the seeds of the runs"),
     "environment index": (_set("tasks.rte.runs.0.environment", 7), "environment 7"),
     "elue overall": (_set("elue.overall", 99.0), "not the mean of its tasks"),
-    "cascade of one model": (_set("tasks.rte.runs.0.chained_models", [3]), "two or more depths"),
-    "cascade not growing": (_set("tasks.rte.runs.0.chained_models", [2, 1]),
-                            "strictly increasing"),
-    "cascade too deep": (_set("tasks.rte.runs.0.chained_models", [1, 4]),
-                         "reach layer 4 of a 3-layer"),
-    "exit where no model answers": (_set("tasks.rte.runs.0.chained_models", [1, 2]),
-                                    "where no model of the cascade [1, 2] answers"),
+    "model deeper than L": (_set("tasks.rte.runs.0.exit_paths.2",
+                                 [{"layers": 4, "heads": [4]}]), "a model of 4 layers"),
+    "heads not ascending": (_set("tasks.rte.runs.0.exit_paths.1",
+                                 [{"layers": 2, "heads": [2, 1]}]), "heads after layers [2, 1]"),
+    "exits out of order": (_set("tasks.rte.runs.0.exit_paths.1",
+                                [{"layers": 1, "heads": [1]}]), "not after the exits before it"),
+    "exit where no model answers": (_set("tasks.rte.runs.0.exit_paths",
+                                         [[{"layers": 1, "heads": [1]}],
+                                          [{"layers": 1, "heads": [1]}, {"layers": 2,
+                                                                         "heads": [2]}]]),
+                                    "where no exit of the run answers"),
+    "sweep names": (_set(f"{POINT}.sweep", {"speed": 0.5}), "not the method's"),
 }
 
 
@@ -363,20 +372,20 @@ def test_a_grid_of_pairs_may_cost_less_deeper_one_line_of_it_may_not(tiny):
     points = [p.model_copy(update={"mean_flops": 1.0, "mean_mflops": 1e-6}) if i == 2 else p
               for i, p in enumerate(run.points)]
     with pytest.raises(DataError, match="FLOPs fall as samples run deeper"):
-        _check_flops_grow(points, "run", "threshold")
+        _check_flops_grow(points, "run")
 
-    def grid(*cells):  # (sweep value = patience + threshold, avg exit layer, FLOPs)
-        return [run.points[0].model_copy(update={"sweep_value": v, "avg_exit_layer": d,
-                                                 "mean_flops": f, "mean_mflops": f / 1e6})
-                for v, d, f in cells]
+    def grid(*cells):  # ((patience, threshold), avg exit layer, FLOPs)
+        return [run.points[0].model_copy(update={
+            "sweep": {"patience": v[0], "threshold": v[1]}, "avg_exit_layer": d,
+            "mean_flops": f, "mean_mflops": f / 1e6}) for v, d, f in cells]
 
     # patience 1 and 2 cross over: deeper on average, fewer FLOPs, on different lines: allowed
-    _check_flops_grow(grid((1.5, 2.0, 200.0), (1.3, 2.5, 250.0), (2.1, 3.0, 240.0),
-                           (2.3, 2.2, 210.0)), "run", "patience+threshold")
-    for bad in (((1.5, 2.0, 200.0), (1.3, 2.5, 190.0)),   # one patience
-                ((1.5, 2.0, 200.0), (2.5, 2.5, 190.0))):  # one threshold
+    _check_flops_grow(grid(((1, 0.5), 2.0, 200.0), ((1, 0.3), 2.5, 250.0),
+                           ((2, 0.1), 3.0, 240.0), ((2, 0.3), 2.2, 210.0)), "run")
+    for bad in ((((1, 0.5), 2.0, 200.0), ((1, 0.3), 2.5, 190.0)),   # one patience
+                (((1, 0.5), 2.0, 200.0), ((2, 0.5), 2.5, 190.0))):  # one threshold
         with pytest.raises(DataError, match="FLOPs fall as samples run deeper"):
-            _check_flops_grow(grid(*bad), "run", "patience+threshold")
+            _check_flops_grow(grid(*bad), "run")
 
 
 @pytest.mark.parametrize("literal,words", [
@@ -441,7 +450,39 @@ def test_only_regular_files_are_read(tmp_path):
 
 def test_parse_and_validate_never_coerce(tiny):
     data = copy.deepcopy(tiny["data"])
-    data["schema_version"] = 2.0  # equal to 2, but not an integer
+    data["schema_version"] = 3.0  # equal to 3, but not an integer
     with pytest.raises(Exception, match="schema_version"):
         validate_data(data)
     assert parse_json(b'{"x": 1.5}') == {"x": 1.5}
+
+
+def test_a_version_2_file_reads_as_the_version_3_file_of_the_same_runs(tiny):
+    """Version 2 wrote one number per point and declared only a cascade's depths: read through
+    eebench.submit.upgrade, the tiny golden file of version 2 is the version-3 golden file, and
+    a declared cascade becomes its exit paths."""
+    from eebench.submit.upgrade import upgrade
+    from eebench.submit.validate import parse_submission
+
+    old = json.loads((GOLDEN.parent / "submission_tiny_v2.json").read_text(encoding="utf-8"))
+    new = json.loads(GOLDEN.read_text(encoding="utf-8"))
+    assert old["schema_version"] == 2 and upgrade(old) == new
+    written = copy.deepcopy(tiny["data"])  # the tiny submission as version 2 wrote it
+    written["schema_version"] = 2
+    for run in written["tasks"]["rte"]["runs"]:
+        del run["exit_paths"]
+        for p in run["points"]:
+            p["sweep_value"] = float(p.pop("sweep")["patience"])
+    assert parse_submission(written) == parse_submission(tiny["data"])
+    cascade = copy.deepcopy(old)
+    cascade["tasks"]["rte"]["runs"][0]["chained_models"] = [1, 3]
+    paths = upgrade(cascade)["tasks"]["rte"]["runs"][0]["exit_paths"]
+    assert paths == [[{"layers": 1, "heads": [1]}],
+                     [{"layers": 1, "heads": [1]}, {"layers": 3, "heads": [3]}]]
+    pair = copy.deepcopy(old)
+    pair["method"]["sweep_param"] = "patience+threshold"
+    pair["tasks"]["rte"]["runs"][0]["points"][0]["sweep_value"] = 2.3
+    point = upgrade(pair)["tasks"]["rte"]["runs"][0]["points"][0]
+    assert point["sweep"] == {"patience": 2, "threshold": 0.3} and "sweep_value" not in point
+    broken = copy.deepcopy(old)
+    broken["tasks"]["rte"]["runs"] = "not a list"
+    assert upgrade(broken) == broken  # left for the schema to refuse in one line

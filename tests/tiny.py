@@ -19,6 +19,7 @@ import torch
 from eebench.methods.base import EarlyExitMethod, get_method
 from eebench.models.multi_exit import MultiExitModel, assemble
 from eebench.run.artifacts import VariantRecord
+from eebench.run.upgrade import exit_paths
 
 MINILM_VOCAB = 30522
 FAMILIES = ("bert", "roberta", "albert", "distilbert", "mpnet")
@@ -127,9 +128,11 @@ def save_tiny_backbone(path: Path, seed: int = 0, mean_pooling: bool = False, **
 def variant_records(method: str, sweep: list[float], num_layers: int) -> list[VariantRecord]:
     """What `eebench run` records: one model per k for static, else one with an exit per layer."""
     if method == "static":
-        return [VariantRecord(name=f"k{int(k)}", sweep_values=[k], exit_layers=[int(k)],
+        return [VariantRecord(name=f"k{int(k)}", sweep_values=[{"layers": int(k)}],
+                              exit_layers=[int(k)], exit_paths=exit_paths([int(k)], False),
                               hidden_size=8, pooling="cls", logits_key=f"exit_logits_k{int(k)}")
                 for k in sweep]
-    return [VariantRecord(name="all", sweep_values=sweep,
-                          exit_layers=list(range(1, num_layers + 1)), hidden_size=8,
+    layers = list(range(1, num_layers + 1))
+    return [VariantRecord(name="all", sweep_values=[{"threshold": v} for v in sweep],
+                          exit_layers=layers, exit_paths=exit_paths(layers, False), hidden_size=8,
                           pooling="cls", logits_key="exit_logits")]

@@ -134,13 +134,13 @@ def _check_shifted_data(cells: list[Cell], data: Path | None, out: Path,
                         overwrite: bool) -> None:
     """The evaluated split of every domain-shift run still to do loads before anything trains:
     its in-domain twin trains first, and a missing or broken file would be found only then."""
-    from eebench.run import artifacts as R
+    from eebench.run.artifacts import SUMMARY_FILE
     from eebench.run.execute import run_dir_for
     from eebench.tasks.loaders import load_split
 
     needed = dict.fromkeys(
         (rc.task, rc.split) for c in cells if c.in_domain for rc in c.runs
-        if overwrite or not (run_dir_for(rc, out) / R.SUMMARY_FILE).exists())
+        if overwrite or not (run_dir_for(rc, out) / SUMMARY_FILE).exists())
     for task, split in needed:
         load_split(task, split, data)
 

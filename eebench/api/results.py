@@ -57,17 +57,25 @@ def score(runs: Runs, reference: str | Path | ReferenceCurves | None = None,
           extrapolate: str = "clamp") -> ScoreReport:
     """Seeds averaged, Pareto fronts, hypervolume and (with a reference curve) ELUE scores, as
     `eebench score` computes them; `report.to_dict()` is its JSON."""
-    from eebench import score as sc
+    from eebench.score import (
+        EXTRAPOLATE,
+        aggregate_seeds,
+        check_consistent,
+        raw_points,
+    )
+    from eebench.score import (
+        score as score_points,
+    )
     from eebench.score.quality import fill_quality
 
-    if extrapolate not in sc.EXTRAPOLATE:
+    if extrapolate not in EXTRAPOLATE:
         raise UsageError(f"unknown extrapolation {extrapolate!r}",
-                         hint=f"choose from: {', '.join(sc.EXTRAPOLATE)}")
+                         hint=f"choose from: {', '.join(EXTRAPOLATE)}")
     loaded = _loaded(runs)
     fill_quality(loaded)
-    raw = sc.raw_points(loaded)
-    sc.check_consistent(raw)
-    return sc.score(sc.aggregate_seeds(raw), _reference(reference), extrapolate)
+    raw = raw_points(loaded)
+    check_consistent(raw)
+    return score_points(aggregate_seeds(raw), _reference(reference), extrapolate)
 
 
 def plot(runs: Runs, out: str | Path, reference: str | Path | ReferenceCurves | None = None,

@@ -80,15 +80,15 @@ def flops_command(
             hf = AutoModel.from_config(copy.deepcopy(config), attn_implementation="eager")
             return assemble(hf, part, num_labels, pooling=pooling)
 
-    # a method with several models (a cascade) runs them one after another: count each
+    # a method with several models runs them one after another: count each
     models = [build(part) for part in m.models(config.num_hidden_layers)]
-    chained = len(models) > 1
+    several = len(models) > 1
     if not 1 <= seq_len <= min(model.max_tokens for model in models):
         raise UsageError(f"--seq-len must be in 1..{models[0].max_tokens}")
     rows = []
     for s, model in enumerate(models):
         n = model.num_layers
-        prefix = f"model {s + 1} ({n} layer{'s' * (n != 1)}): " if chained else ""
+        prefix = f"model {s + 1} ({n} layer{'s' * (n != 1)}): " if several else ""
         rows += _count(model, seq_len, convention, prefix)
     totals = {c: sum(r[c] for r in rows) for c in ("fvcore", "torch")}
     result = {
@@ -98,14 +98,14 @@ def flops_command(
         "modules": rows, "total_flops": totals["fvcore"], "total_flops_torch": totals["torch"],
         "total_mflops": totals["fvcore"] / 1e6, "counters_agree": all(r["agree"] for r in rows),
         "note": "total = every module once: the full path with every exit head evaluated"
-                + (", every model of the chain run" if chained else ""),
+                + (", every model run in turn" if several else ""),
     }
     if json_out:
         print_json(result)
     else:
         from rich.table import Table
 
-        what = f"{len(models)} chained models" if chained else f"{method} heads"
+        what = f"{len(models)} models run in turn" if several else f"{method} heads"
         t = Table(title=f"FLOPs of {model_config} + {what} ({pooling} pooling) at "
                         f"n = {seq_len} ({convention})")
         for col in ("module", "fvcore", "FlopCounterMode"):

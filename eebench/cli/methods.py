@@ -10,6 +10,18 @@ from eebench.cli.common import JsonOption, err_console, print_json
 PANEL = "Methods and models"
 
 
+def _print_table(title: str, columns: tuple[str, ...], rows: list[tuple[str, ...]]) -> None:
+    """A listing's table, on stderr (--json writes stdout)."""
+    from rich.table import Table
+
+    table = Table(title=title, title_justify="left")
+    for col in columns:
+        table.add_column(col, overflow="fold")
+    for row in rows:
+        table.add_row(*row)
+    err_console.print(table)
+
+
 @app.command("methods", rich_help_panel=PANEL)
 def methods(as_json: bool = JsonOption) -> None:
     """List the early-exit methods: paper, sweep parameter, regression support, settings."""
@@ -19,18 +31,11 @@ def methods(as_json: bool = JsonOption) -> None:
     if as_json:
         print_json(rows)
         return
-
-    from rich.table import Table
-
-    table = Table(title=f"{len(rows)} methods", title_justify="left")
-    for col in ("method", "sweep", "regression", "settings", "paper"):
-        table.add_column(col, overflow="fold")
-    for r in rows:
-        settings = " ".join(f"{k}={v}" for k, v in r["settings"].items()) or "—"
-        sweep = f"{r['sweep_param']} ({r['trains']})"
-        table.add_row(r["name"], sweep, "yes" if r["supports_regression"] else "no", settings,
-                      r["paper"])
-    err_console.print(table)
+    _print_table(f"{len(rows)} methods", ("method", "sweep", "regression", "settings", "paper"),
+                 [(r["name"], f"{r['sweep_param']} ({r['trains']})",
+                   "yes" if r["supports_regression"] else "no",
+                   " ".join(f"{k}={v}" for k, v in r["settings"].items()) or "—", r["paper"])
+                  for r in rows])
     err_console.print("[dim]details and default sweeps: docs/methods.md")
 
 
@@ -50,16 +55,10 @@ def rules(as_json: bool = JsonOption) -> None:
     if as_json:
         print_json(rows)
         return
-
-    from rich.table import Table
-
-    table = Table(title=f"{len(rows)} exit rules", title_justify="left")
-    for col in ("rule", "sweep", "needs", "default for", "what it does"):
-        table.add_column(col, overflow="fold")
-    for r in rows:
-        table.add_row(r["name"], r["sweep_param"], ", ".join(r["needs"]) or "—",
-                      ", ".join(r["default_for"]) or "—", r["description"])
-    err_console.print(table)
+    _print_table(f"{len(rows)} exit rules", ("rule", "sweep", "needs", "default for",
+                                             "what it does"),
+                 [(r["name"], r["sweep_param"], ", ".join(r["needs"]) or "—",
+                   ", ".join(r["default_for"]) or "—", r["description"]) for r in rows])
     err_console.print("[dim]needs: " + "; ".join(f"{k} = {v}" for k, v in all_needs().items()))
     err_console.print("[dim]sweep one on a method's model: eebench run --method pabee "
                       "--rule entropy ...; docs/methods.md")

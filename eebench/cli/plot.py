@@ -48,11 +48,11 @@ def plot_command(
     import matplotlib
 
     matplotlib.use("Agg")
-    from eebench import score as sc
     from eebench.plot import INDEX_FILE, plan_figures, write_figures
+    from eebench.score import load_reference, load_runs
 
-    ref = sc.load_reference(reference) if reference is not None else None
-    loaded = sc.load_runs(runs)
+    ref = load_reference(reference) if reference is not None else None
+    loaded = load_runs(runs)
     planned = plan_figures(loaded, ref, log_flops=log_flops)
     with progress(transient=True, disable=not err_console.is_terminal) as bar:
         task = bar.add_task("plot", total=len(planned), info="")

@@ -45,8 +45,12 @@ def run_command(
         "same kind of input), next to the in-domain run of the same training.",
         show_default=False)] = None,
     model: Annotated[str | None, typer.Option(
-        "--model", help="Backbone: minilm-l6 (default), bert-base, a local directory or a hub id.",
-        show_default=False)] = None,
+        "--model", help="Backbone: minilm-l6 (default), a name of `eebench backbones`, a local "
+        "directory or a hub id.", show_default=False)] = None,
+    from_checkpoint: Annotated[str | None, typer.Option(
+        "--from-checkpoint", help="Evaluate these early-exit weights instead of training: an "
+        "authors' DeeBERT, PABEE or ElasticBERT checkpoint or an `eebench export-model` folder "
+        "(a folder or a hub id; docs/models.md).", show_default=False)] = None,
     data_dir: Path | None = DataDirOption,
     pooling: Annotated[str | None, typer.Option(
         "--pooling", help="How the exit heads pool the tokens: cls or mean (default: the config's, "
@@ -162,6 +166,9 @@ def run_command(
                          f"{launched_processes()} processes",
                          hint="train with `eebench train --processes N` first: the run then "
                          "finds the checkpoint")
+    if model is not None and from_checkpoint is not None:
+        raise UsageError("give --model or --from-checkpoint, not both",
+                         hint="a checkpoint holds its own backbone")
     cfg = load_config(config)
     methods = method or cfg.methods
     settings = parse_settings(setting or [])
@@ -169,7 +176,7 @@ def run_command(
     cfg = merge(cfg, {  # the flags given (None: not given) over the config's settings
         "methods": method or None, "tasks": task or None, "seeds": seed or None,
         "eval_task": eval_task,
-        "model": model, "pooling": pooling, "split": split,
+        "model": model, "from_checkpoint": from_checkpoint, "pooling": pooling, "split": split,
         "data_dir": data_dir and str(data_dir), "out": out and str(out),
         "checkpoints": checkpoints and str(checkpoints),
         "max_seq_length": max_seq_length, "max_eval_samples": max_eval_samples,
@@ -253,9 +260,9 @@ def _shift_report(own_dir: Path, shifted_dir: Path, json_out: bool) -> list[dict
     them."""
     from rich.table import Table
 
-    from eebench.run import artifacts as R
+    from eebench.run.artifacts import read_run
 
-    own, shifted = R.read_run(own_dir), R.read_run(shifted_dir)
+    own, shifted = read_run(own_dir), read_run(shifted_dir)
     by_value = {p.sweep_value: p for p in own.points}
     rows = []
     for p in shifted.points:
@@ -292,9 +299,9 @@ def _num(x: float | None) -> str:
 def _report(run_dir: Path, json_out: bool) -> dict:
     from rich.table import Table
 
-    from eebench.run import artifacts as R
+    from eebench.run.artifacts import read_run
 
-    run = R.read_run(run_dir)
+    run = read_run(run_dir)
     points, summary = run.points, run.summary
     if not json_out:
         t = Table(title=f"{summary.method} · {summary.task} · {summary.split} · seed "

@@ -11,7 +11,6 @@ from __future__ import annotations
 
 import math
 import sys
-from enum import Enum
 from pathlib import Path
 from typing import Annotated
 
@@ -22,6 +21,7 @@ from eebench.cli.app import app, make_app
 from eebench.cli.common import err_console, out_file, print_json
 from eebench.errors import UsageError, os_error
 from eebench.io import atomic_write_text
+from eebench.policy import Extrapolate
 
 # The tables, on stdout: unwrapped (160 columns) in a file or a pipe, like err_console's.
 out_console = Console(width=None if sys.stdout.isatty() else 160)
@@ -30,11 +30,6 @@ out_console = Console(width=None if sys.stdout.isatty() else 160)
 def _tables_console(json_out: bool) -> Console:
     """Where the tables go: stdout, or stderr when stdout holds the --json output."""
     return err_console if json_out else out_console
-
-
-class Extrapolate(str, Enum):
-    clamp = "clamp"
-    linear = "linear"
 
 
 reference_app = make_app("Reference curves for the ELUE score, built from static first-k runs.")
@@ -100,33 +95,50 @@ def score_command(
     """Score runs: Pareto fronts, hypervolume, ELUE score against a reference curve, ranking,
     the quality of the exited predictions (calibration, consistency, overthinking), fixed FLOPs
     budgets and ELUE's parameter buckets."""
-    from eebench import score as sc
-    from eebench.score import quality as sq
+    from eebench.score import (
+        aggregate_seeds,
+        check_consistent,
+        compare_methods,
+        elue_by_seed,
+        load_reference,
+        load_runs,
+        raw_points,
+    )
+    from eebench.score import (
+        score as score_points,
+    )
+    from eebench.score.quality import (
+        DEFAULT_BUDGETS,
+        budget_table,
+        fill_quality,
+        param_buckets,
+        run_qualities,
+    )
 
     if not 1 <= n_resamples <= MAX_RESAMPLES:
         raise UsageError(f"--bootstrap must be in 1..{MAX_RESAMPLES:,}, got {n_resamples}")
     if not 0 <= seed <= MAX_SEED:
         raise UsageError(f"--seed must be in 0..{MAX_SEED}, got {seed}")
-    percents = list(budgets) if budgets else list(sq.DEFAULT_BUDGETS)
+    percents = list(budgets) if budgets else list(DEFAULT_BUDGETS)
     for b in percents:
         if not (math.isfinite(b) and 0 < b <= 1000):
             raise UsageError(f"--budget must be a percentage in (0, 1000], got {b:g}")
     out_file(csv_path, "the CSV file", "--csv", example="points.csv")
-    ref = sc.load_reference(reference) if reference is not None else None
-    loaded = sc.load_runs(runs)
-    sq.fill_quality(loaded)  # from the stored arrays, for runs written without them
-    raw = sc.raw_points(loaded)
-    sc.check_consistent(raw)
-    points = sc.aggregate_seeds(raw)
-    report = sc.score(points, ref, extrapolate.value)
-    by_seed = sc.elue_by_seed(raw, ref, extrapolate.value) if ref is not None else None
+    ref = load_reference(reference) if reference is not None else None
+    loaded = load_runs(runs)
+    fill_quality(loaded)  # from the stored arrays, for runs written without them
+    raw = raw_points(loaded)
+    check_consistent(raw)
+    points = aggregate_seeds(raw)
+    report = score_points(points, ref, extrapolate.value)
+    by_seed = elue_by_seed(raw, ref, extrapolate.value) if ref is not None else None
     comparisons = (
-        sc.compare_methods(points, compare[0], compare[1], n_resamples=n_resamples, seed=seed)
+        compare_methods(points, compare[0], compare[1], n_resamples=n_resamples, seed=seed)
         if compare else []
     )
-    run_quality = sq.run_qualities(raw)
-    budget_rows = sq.budget_table(raw, percents)
-    buckets = sq.param_buckets(raw)
+    run_quality = run_qualities(raw)
+    budget_rows = budget_table(raw, percents)
+    buckets = param_buckets(raw)
     if csv_path is not None:  # before the tables: a file that cannot be written is one line
         _write_csv(report, csv_path)
     console = _tables_console(json_out)
@@ -354,11 +366,11 @@ def reference_build(
     """Build reference curves (one per task, k = 1..L) from static runs, averaging seeds."""
     from rich.table import Table
 
-    from eebench import score as sc
+    from eebench.score import build_reference, load_runs
     from eebench.score.reference import save_reference
 
     out_file(out, "the reference curves", example="reference.json")
-    ref = sc.build_reference(sc.load_runs(runs), name=name)
+    ref = build_reference(load_runs(runs), name=name)
     save_reference(ref, out)
     for task, curve in ref.tasks.items():
         table = Table(title=f"{ref.name}: {task} ({curve.main_metric}, {ref.split})")

@@ -7,7 +7,6 @@ code 1.
 
 from __future__ import annotations
 
-from enum import Enum
 from pathlib import Path
 from typing import Annotated
 
@@ -24,16 +23,12 @@ from eebench.cli.common import (
     resolve_data_dir,
 )
 from eebench.errors import DataError, EebenchError, printable
+from eebench.policy import Extrapolate
 
 PANEL = "Leaderboard"
 
 leaderboard_app = make_app("The static leaderboard page and the submission JSON Schema.")
 app.add_typer(leaderboard_app, name="leaderboard", rich_help_panel=PANEL)
-
-
-class Extrapolate(str, Enum):
-    clamp = "clamp"
-    linear = "linear"
 
 
 ReferencesOption = typer.Option(

@@ -159,7 +159,7 @@ def train_command(
     parts = m.models(backbone_layers(model))
     if len(parts) == 1:
         result = _run(m, spec, model, pooling, data, cfg, out, overwrite, processes)
-    else:  # several models (a cascade's) trained one by one, each its own checkpoint
+    else:  # several models trained one by one, each its own checkpoint
         if distributed.is_main_process():
             err_console.print(f"[bold]{m.name}[/]: {len(parts)} models, trained one by one")
         result = {"method": m.name, "method_settings": m.settings,

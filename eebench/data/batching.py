@@ -26,6 +26,9 @@ if TYPE_CHECKING:
     import torch
 
 
+IGNORE = -100  # the label of a token no loss reads (torch's CrossEntropy default)
+
+
 @dataclass(frozen=True)
 class Encoded:
     """A tokenised split: unpadded token ids per sample, real lengths, labels."""
@@ -67,32 +70,31 @@ def encode(examples: Any, tokenizer: Any, max_seq_length: int, is_regression: bo
         return_attention_mask=False,
         return_token_type_ids=True,
     )
+    pieces = tokenised(enc, examples, tokenizer, max_seq_length)
+    labels = None if examples.labels is None else list(examples.labels)
+    if labels is not None and len(labels) != len(pieces["input_ids"]):
+        raise DataError(f"{examples.task}/{examples.split}: {len(labels)} labels for "
+                        f"{len(pieces['input_ids'])} examples")
+    return Encoded(**pieces, labels=labels, is_regression=is_regression)
+
+
+def tokenised(enc: Any, examples: Any, tokenizer: Any, max_seq_length: int) -> dict[str, Any]:
+    """An Encoded's fields that come from the tokenizer's output `enc` (all but the labels)."""
     input_ids = [list(ids) for ids in enc["input_ids"]]
     token_type_ids = enc.get("token_type_ids")
-    if token_type_ids is not None:
-        token_type_ids = [list(t) for t in token_type_ids]
     pad = tokenizer.pad_token_id
-    labels = None if examples.labels is None else list(examples.labels)
-    if labels is not None and len(labels) != len(input_ids):
-        raise DataError(f"{examples.task}/{examples.split}: {len(labels)} labels for "
-                        f"{len(input_ids)} examples")
-    return Encoded(
-        input_ids=input_ids,
-        token_type_ids=token_type_ids,
-        lengths=[len(ids) for ids in input_ids],
-        labels=labels,
-        ids=list(examples.ids),
-        pad_token_id=0 if pad is None else int(pad),
-        is_regression=is_regression,
-        max_seq_length=max_seq_length,
-    )
+    return {"input_ids": input_ids, "lengths": [len(ids) for ids in input_ids],
+            "token_type_ids": None if token_type_ids is None else [list(t) for t in token_type_ids],
+            "ids": list(examples.ids), "pad_token_id": 0 if pad is None else int(pad),
+            "max_seq_length": max_seq_length}
 
 
 def collate(data: Encoded, indices: list[int], device: Any = None) -> dict[str, torch.Tensor]:
     """One batch of rows `indices`, padded to the longest of them.
 
     Keys: input_ids, attention_mask, token_type_ids (if any) [B, T]; lengths, index [B];
-    labels [B] (long, or float for regression) when the split has labels.
+    labels [B] (long, or float for regression) when the split has labels; a label per token
+    (eebench.data.tokens: per word piece) is [B, T], IGNORE on the padding.
     """
     import torch
 
@@ -115,7 +117,12 @@ def collate(data: Encoded, indices: list[int], device: Any = None) -> dict[str, 
     }
     if token_types is not None:
         batch["token_type_ids"] = token_types
-    if data.labels is not None:
+    if data.labels is not None and isinstance(data.labels[indices[0]], list):  # per token
+        labels = torch.full((n, longest), IGNORE, dtype=torch.long)
+        for row, i in enumerate(indices):
+            labels[row, :data.lengths[i]] = torch.tensor(data.labels[i], dtype=torch.long)
+        batch["labels"] = labels
+    elif data.labels is not None:
         dtype = torch.float32 if data.is_regression else torch.long
         batch["labels"] = torch.tensor([data.labels[i] for i in indices], dtype=dtype)
     if device is not None:

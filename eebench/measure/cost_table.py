@@ -5,8 +5,9 @@ A sample's FLOPs are the sum along its executed path at its own length: embeddin
 + every exit head evaluated on the way (`CostTable.path`). Cost is a polynomial of degree <= 2 in
 n (a layer is a*n^2 + b*n + c), so a table for n = 1..max_len is fitted exactly from counts at
 three lengths and verified at two more; if the check fails, every length is counted. Modules of
-the same structure share one fit (verified per module). A cascade of complete models gets the
-chained table of its models. See docs/flops.md.
+the same structure share one fit (verified per module). A model whose exits are reached through
+several complete models (eebench.models.exits: `chain()`) gets its exits' costs summed along
+their paths (`exit_paths`) from each model's table. See docs/flops.md.
 """
 
 from __future__ import annotations
@@ -30,6 +31,7 @@ from eebench.measure.flops import (
     layer_piece,
     torch_flops,
 )
+from eebench.models.exits import ModelRun, exit_paths
 
 FIT_LENGTHS = (2, 5, 9)  # a quadratic through these three lengths ...
 CHECK_LENGTHS = (1, 16)  # ... must hit the counts here too, else every length is counted
@@ -49,14 +51,21 @@ class CostTable:
     layer: np.ndarray  # int64 [L, max_len + 1]
     head: np.ndarray  # int64 [E, max_len + 1]
     fitted: bool = True  # False where some module was counted at every length
-    path: np.ndarray = field(init=False, repr=False)  # int64 [E, max_len + 1]
+    # int64 [E, max_len + 1]: what a sample exiting at exit j costs; None: this model's own
+    # paths (embeddings + layers 1..exit_layers[j] + heads 0..j)
+    path: np.ndarray | None = field(default=None, repr=False)
 
     def __post_init__(self) -> None:
-        layers_cum = np.cumsum(self.layer, axis=0)
-        heads_cum = np.cumsum(self.head, axis=0)
-        rows = [self.embedding + layers_cum[k - 1] + heads_cum[j]
-                for j, k in enumerate(self.exit_layers)]
-        object.__setattr__(self, "path", np.stack(rows).astype(np.int64))
+        if self.path is None:
+            rows = [self.run_flops(ModelRun(k, tuple(self.exit_layers[: j + 1])))
+                    for j, k in enumerate(self.exit_layers)]
+            object.__setattr__(self, "path", np.stack(rows).astype(np.int64))
+
+    def run_flops(self, run: ModelRun) -> np.ndarray:
+        """FLOPs by length of one run of this model: embeddings, layers 1..run.layers and the
+        heads after the layers run.heads."""
+        heads = [self.exit_layers.index(k) for k in run.heads]
+        return self.embedding + self.layer[: run.layers].sum(0) + self.head[heads].sum(0)
 
     @property
     def num_exits(self) -> int:
@@ -134,12 +143,15 @@ def _signature(kind: str, module: nn.Module) -> tuple:
     return (kind, type(module).__module__, type(module).__qualname__, params)
 
 
+_ABSENT = object()
+
+
 @contextmanager
 def _eager_attention(model: nn.Module) -> Iterator[None]:
     """Count attention as eager matmuls: fvcore and FlopCounterMode both have gaps for SDPA."""
     configs = {id(c): c for c in [getattr(model, "config", None)]
                + [getattr(m, "config", None) for m in model.modules()]
-               if c is not None and hasattr(c, "_attn_implementation")}
+               if getattr(c, "_attn_implementation", _ABSENT) is not _ABSENT}
     saved = {k: c._attn_implementation for k, c in configs.items()}
     was_training = model.training
     try:
@@ -161,14 +173,15 @@ def build_cost_table(model: nn.Module, max_len: int, convention: str = DEFAULT_C
     Modules of identical structure share one fitted polynomial; every module is still counted at
     one length to verify that it matches. `exact=True` counts every length of every module.
     A model whose exits are reached through several complete models run one after another
-    (`model.chain()`, eebench.models.exits: a cascade) gets their chained table
-    (`chained_cost_table`).
+    (`model.chain()`, eebench.models.exits) gets each model's table, summed along its exits'
+    paths (`paths_cost_table`).
     """
     check_convention(convention)
     chain = model.chain()
-    if len(chain) > 1:
-        return chained_cost_table([build_cost_table(m, max_len, convention, exact)
-                                   for m in chain])
+    if len(chain) > 1 or chain[0] is not model:
+        return paths_cost_table([build_cost_table(m, max_len, convention, exact)
+                                 for m in chain], exit_paths(model),
+                                tuple(model.exit_layers))
     max_pos = getattr(model, "max_tokens", getattr(model.config, "max_position_embeddings", None))
     if max_len < 1 or (max_pos is not None and max_len > max_pos):
         raise UsageError(f"FLOPs table length {max_len} must be in 1..{max_pos or 'inf'}")
@@ -235,25 +248,25 @@ def build_cost_table(model: nn.Module, max_len: int, convention: str = DEFAULT_C
                      head=np.stack(rows[1 + n_layers:]), fitted=all_fitted)
 
 
-def chained_cost_table(tables: Sequence[CostTable]) -> CostTable:
-    """The table of complete models run one after another (a cascade), from each one's table:
-    exit j runs models 1..j whole (embeddings, layers, heads), so its path is the sum of their
-    last exits' paths. Its rows list the modules in the order they run: model 1's embeddings,
-    every model's layers in turn (a later model's embeddings counted with its first layer), and
-    head j = model j's heads; its exit layers count the layers run so far (models of 1, 2, 4 and
-    6 layers: 1, 3, 7, 13)."""
+def paths_cost_table(tables: Sequence[CostTable], paths: Sequence[Sequence[ModelRun]],
+                     exit_layers: tuple[int, ...]) -> CostTable:
+    """The table of a model whose exits are reached through complete models run in turn, from
+    each model's table (`tables`, in chain order): exit j costs the sum over its path's runs
+    (`paths[j]`, eebench.models.exits.exit_paths; run i of a path is model i) of what each run
+    executes. Its module rows list every model's modules in the order they run: model 1's
+    embeddings, every model's layers in turn (a later model's embeddings counted with its first
+    layer), and head i = model i's heads."""
     if len({(t.convention, t.max_len) for t in tables}) != 1:
-        raise ValueError("chained cost tables differ in convention or length")
-    layers, heads, exits = [], [], []
+        raise ValueError("cost tables of one model's parts differ in convention or length")
+    path = np.stack([sum(t.run_flops(run) for t, run in zip(tables, runs)) for runs in paths])
+    layers = []
     for j, t in enumerate(tables):
         rows = t.layer[: t.exit_layers[-1]].copy()
         if j:
             rows[0] += t.embedding
         layers.append(rows)
-        heads.append(t.head.sum(0))
-        exits.append(sum(len(r) for r in layers))
     first = tables[0]
-    return CostTable(convention=first.convention, exit_layers=tuple(exits),
+    return CostTable(convention=first.convention, exit_layers=exit_layers,
                      max_len=first.max_len, embedding=first.embedding.copy(),
-                     layer=np.concatenate(layers), head=np.stack(heads),
-                     fitted=all(t.fitted for t in tables))
+                     layer=np.concatenate(layers), head=np.stack([t.head.sum(0) for t in tables]),
+                     fitted=all(t.fitted for t in tables), path=path.astype(np.int64))

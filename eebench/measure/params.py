@@ -60,8 +60,8 @@ class ParamCounts:
 def params_per_exit(model: nn.Module) -> ParamCounts:
     """Parameter counts of a model of the exit protocol (eebench.models.exits): the total and,
     per exit j, the modules a sample exiting there ran (`exit_modules(j)`: for a multi-exit
-    model embeddings + layers 1..exit_layers[j] + heads 0..j; for a cascade models 1..j whole),
-    each shared parameter once."""
+    model embeddings + layers 1..exit_layers[j] + heads 0..j; for complete models run in turn
+    models 1..j whole), each shared parameter once."""
     return ParamCounts(total=params_total(model),
                        per_exit=[count_unique(model.exit_modules(j))
                                  for j in range(model.num_exits)])

@@ -9,16 +9,16 @@ from eebench.methods.base import (
     JOINT,
     METHODS,
     EarlyExitMethod,
-    MethodSettings,
-    Stage,
     Variant,
-    exit_loss,
     get_method,
     register_method,
 )
+from eebench.methods.settings import MethodSettings
+from eebench.methods.stages import Stage, backbone_then_heads, exit_loss
 
 __all__ = ["JOINT", "METHODS", "EarlyExitMethod", "ExitHead", "ExitHeads", "MethodSettings",
-           "Stage", "Variant", "exit_loss", "get_method", "register_method"]
+           "Stage", "Variant", "backbone_then_heads", "exit_loss", "get_method",
+           "register_method"]
 
 _FROM_MODELS = {"ExitHead", "ExitHeads"}  # eebench.models.multi_exit (torch): loaded when used
 

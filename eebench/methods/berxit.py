@@ -15,16 +15,8 @@ head that predicts whether an exit would be wrong.
 from __future__ import annotations
 
 import copy
-from collections.abc import Sequence
-from typing import TYPE_CHECKING, Any
 
-from eebench.methods.base import EarlyExitMethod, Stage, exit_loss, register_method
-
-if TYPE_CHECKING:
-    import torch
-    from torch import nn
-
-    from eebench.models.multi_exit import ExitHeads
+from eebench.methods import EarlyExitMethod, exit_loss, register_method
 
 
 @register_method("berxit")
@@ -35,9 +27,9 @@ class BERxiT(EarlyExitMethod):
                    "layer; exit when it predicts no error")
     rule = "learned"
     provides = frozenset({"exit-score"})
+    joint_stage = "alternating"  # every parameter; the loss alternates (below)
 
-    def build_heads(self, config: Any, num_labels: int, num_layers: int, pooler: nn.Module
-                    ) -> ExitHeads:
+    def build_heads(self, config, num_labels, num_layers, pooler):
         from torch import nn
 
         from eebench.models.heads import ScoredHead
@@ -51,11 +43,7 @@ class BERxiT(EarlyExitMethod):
         return ExitHeads(nn.ModuleList(heads), tuple(range(1, num_layers + 1)),
                          signals=("exit_score",))
 
-    def stages(self) -> list[Stage]:
-        return [Stage("alternating", lambda model: list(model.parameters()))]
-
-    def loss(self, exit_logits: Sequence[torch.Tensor], labels: torch.Tensor, stage: Stage,
-             is_regression: bool, step: int = 0) -> torch.Tensor:
+    def loss(self, exit_logits, labels, stage, is_regression, step=0):
         import torch
         import torch.nn.functional as F
 
@@ -69,7 +57,7 @@ class BERxiT(EarlyExitMethod):
         return sum(exit_loss(z, labels, is_regression) for z in logits[:-1]) + lte
 
 
-def exit_error(logits: torch.Tensor, labels: torch.Tensor, is_regression: bool) -> torch.Tensor:
+def exit_error(logits, labels, is_regression: bool):
     """What the LTE score learns to predict at one exit: 1 where the exit is wrong, 0 where right
     (classification); tanh|y_hat - y| (regression)."""
     import torch

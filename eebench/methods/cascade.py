@@ -20,25 +20,11 @@ count every model run. Classification only (the rule needs classes). Deviations:
 
 from __future__ import annotations
 
-from collections.abc import Sequence
-from typing import TYPE_CHECKING
-
 from pydantic import Field, field_validator
 
 from eebench.errors import UsageError
-from eebench.methods.base import (
-    EarlyExitMethod,
-    MethodSettings,
-    Stage,
-    exit_loss,
-    register_method,
-)
+from eebench.methods import EarlyExitMethod, MethodSettings, register_method
 from eebench.methods.static import Static
-
-if TYPE_CHECKING:
-    import torch
-    from torch import nn
-
 
 
 @register_method("cascade")
@@ -70,14 +56,14 @@ class Cascade(EarlyExitMethod):
         """The models' depths on a backbone of `num_layers` layers."""
         depths = self.config.depths
         if depths is None:
-            depths = [2 ** i for i in range(num_layers.bit_length()) if 2 ** i < num_layers]
-            return [*depths, num_layers]
+            return [*(2 ** i for i in range(num_layers.bit_length()) if 2 ** i < num_layers),
+                    num_layers]
         if depths[-1] > num_layers:
             raise UsageError(f"cascade: depth {depths[-1]} but the backbone has {num_layers} "
                              "layers", hint="set depths to layer counts the backbone has")
         return list(depths)
 
-    def models(self, num_layers: int) -> list[EarlyExitMethod]:
+    def models(self, num_layers):
         """One method per model, trained on its own: static's, or with DAR before the last."""
         if self.config.layers is not None:
             raise UsageError("cascade: `layers` names one model of a cascade, not a cascade",
@@ -89,29 +75,27 @@ class Cascade(EarlyExitMethod):
         return [*(Cascade(layers=k, ranking_weight=w, ranking_margin=m) for k in first),
                 Static(layers=last)]
 
-    def combine(self, models: Sequence[nn.Module]) -> nn.Module:
+    def combine(self, models):
         from eebench.methods.cascade_model import CascadeModel  # torch, so only here
 
         return CascadeModel(list(models), self.settings)
 
     # -- one model of the cascade: static's, with DAR -------------------------------------------
-    def head_layers(self, num_layers: int) -> tuple[int, ...]:
+    def head_layers(self, num_layers):
         return Static(layers=self.config.layers).head_layers(num_layers)
 
     joint_stage = Static.joint_stage
 
-    def loss(self, exit_logits: Sequence[torch.Tensor], labels: torch.Tensor, stage: Stage,
-             is_regression: bool, step: int = 0) -> torch.Tensor:
-        self.check_regression(is_regression)
-        logits = exit_logits[-1]
-        loss = exit_loss(logits, labels, False)
-        if self.config.ranking_weight > 0:
-            loss = loss + self.config.ranking_weight * dar_loss(
-                logits, labels, self.config.ranking_margin)
-        return loss
+    def loss(self, exit_logits, labels, stage, is_regression, step=0):
+        """Its one exit's cross-entropy (static's), + w * DAR where w > 0."""
+        loss = super().loss(exit_logits, labels, stage, is_regression)
+        if self.config.ranking_weight == 0:
+            return loss
+        return loss + self.config.ranking_weight * dar_loss(exit_logits[-1], labels,
+                                                            self.config.ranking_margin)
 
 
-def dar_loss(logits: torch.Tensor, labels: torch.Tensor, margin: float) -> torch.Tensor:
+def dar_loss(logits, labels, margin: float):
     """Difficulty-aware ranking (cascade_bert.py `pair_loss`): each easy sample's confidence
     (max softmax) should exceed a uniformly drawn hard one's by `margin`. Easy: predicted
     correctly (the authors read precomputed labels); 0 where the batch lacks easy or hard ones."""

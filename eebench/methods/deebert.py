@@ -13,7 +13,7 @@ regression tasks are refused.
 
 from __future__ import annotations
 
-from eebench.methods.base import EarlyExitMethod, Stage, backbone_then_heads, register_method
+from eebench.methods import EarlyExitMethod, Stage, backbone_then_heads, register_method
 
 
 @register_method("deebert")

@@ -16,19 +16,9 @@ Classification only by default rule (entropy needs classes).
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
-from eebench.methods.base import (
-    EarlyExitMethod,
-    MethodSettings,
-    Stage,
-    register_method,
-)
-
-if TYPE_CHECKING:
-    import torch
-
-    from eebench.models.multi_exit import Route
+from eebench.methods import EarlyExitMethod, MethodSettings, register_method
 
 
 @register_method("elasticbert")
@@ -42,21 +32,20 @@ class ElasticBERT(EarlyExitMethod):
     class Settings(MethodSettings):
         gradient_equilibrium: bool = True
 
-    def route(self, stage: Stage, num_exits: int) -> Route | None:
+    def route(self, stage, num_exits):
         if not self.config.gradient_equilibrium:
             return None
         return lambda j, hidden: gradient_equilibrium(j, hidden, num_exits)
 
 
-def gradient_equilibrium(j: int, hidden: torch.Tensor, num_exits: int
-                         ) -> tuple[torch.Tensor, torch.Tensor]:
+def gradient_equilibrium(j: int, hidden, num_exits: int):
     """The authors' two rescales at exit j (0-based) of E: the hidden states scaled by
     1 / (E - j) in backward, then the deeper path's copy by E - j - 1 (identity forward)."""
     scaled = rescale_gradient(hidden, 1.0 / (num_exits - j))
     return scaled, rescale_gradient(scaled, float(num_exits - j - 1))
 
 
-def rescale_gradient(x: torch.Tensor, weight: float) -> torch.Tensor:
+def rescale_gradient(x, weight: float):
     """x in the forward direction; its gradient times `weight` in backward."""
     return _rescale_function().apply(x, weight)
 
@@ -71,12 +60,12 @@ def _rescale_function() -> Any:
 
         class GradientRescale(torch.autograd.Function):
             @staticmethod
-            def forward(ctx: Any, x: torch.Tensor, weight: float) -> torch.Tensor:
+            def forward(ctx, x, weight):
                 ctx.weight = weight
                 return x.view_as(x)
 
             @staticmethod
-            def backward(ctx: Any, grad: torch.Tensor) -> tuple[torch.Tensor, None]:
+            def backward(ctx, grad):
                 return grad * ctx.weight, None
 
         _RESCALE = GradientRescale

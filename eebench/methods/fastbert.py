@@ -13,19 +13,7 @@ Classification only (the entropy needs classes).
 
 from __future__ import annotations
 
-from collections.abc import Sequence
-from typing import TYPE_CHECKING
-
-from eebench.methods.base import (
-    EarlyExitMethod,
-    Stage,
-    backbone_then_heads,
-    exit_loss,
-    register_method,
-)
-
-if TYPE_CHECKING:
-    import torch
+from eebench.methods import EarlyExitMethod, backbone_then_heads, exit_loss, register_method
 
 
 @register_method("fastbert")
@@ -36,11 +24,10 @@ class FastBERT(EarlyExitMethod):
     rule = "normalized-entropy"
     sweep_param = "speed"
 
-    def stages(self) -> list[Stage]:
+    def stages(self):
         return backbone_then_heads("distillation")
 
-    def loss(self, exit_logits: Sequence[torch.Tensor], labels: torch.Tensor, stage: Stage,
-             is_regression: bool, step: int = 0) -> torch.Tensor:
+    def loss(self, exit_logits, labels, stage, is_regression, step=0):
         self.check_regression(is_regression)
         exits = stage.exit_indices(len(exit_logits))
         if stage.name == "backbone":
@@ -48,7 +35,7 @@ class FastBERT(EarlyExitMethod):
         return sum(distillation_loss(exit_logits[j], exit_logits[-1]) for j in exits)
 
 
-def distillation_loss(student: torch.Tensor, teacher: torch.Tensor) -> torch.Tensor:
+def distillation_loss(student, teacher):
     """KL(p_teacher || p_student), batch mean, the teacher a fixed target (no gradient):
     torch's KLDivLoss(log p_student, p_teacher), as the authors' code computes it."""
     import torch.nn.functional as F

@@ -15,21 +15,9 @@ temperatures. Classification only (a softmax over one output is always 1).
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING, Any
-
 from pydantic import Field
 
-from eebench.methods.base import (
-    EarlyExitMethod,
-    MethodSettings,
-    register_method,
-)
-
-if TYPE_CHECKING:
-    import torch
-    from torch import nn
-
-    from eebench.models.outputs import ExitOutputs
+from eebench.methods import EarlyExitMethod, MethodSettings, register_method
 
 LOG_T_BOUNDS = (-3.0, 3.0)  # T in [e^-3, e^3] = [0.05, 20]
 
@@ -46,19 +34,18 @@ class MaxProb(EarlyExitMethod):
         # share of the (subsampled) training split held out to fit the temperatures
         calibration_fraction: float = Field(0.1, gt=0, lt=0.5)
 
-    def shares_pooler(self) -> bool:
+    def shares_pooler(self):
         return True  # the pretrained pooler on every layer, as in BERT
 
-    def make_head(self, pooler: nn.Module, config: Any, num_labels: int, own_pooler: bool
-                  ) -> nn.Module:
+    def make_head(self, pooler, config, num_labels, own_pooler):
         from eebench.models.heads import CalibratedHead
 
         return CalibratedHead(pooler, config, num_labels, own_pooler=own_pooler)
 
-    def calibration_fraction(self) -> float:
+    def calibration_fraction(self):
         return self.config.calibration_fraction
 
-    def calibrate(self, model: nn.Module, outputs: ExitOutputs) -> None:
+    def calibrate(self, model, outputs):
         import torch
 
         labels = torch.as_tensor(outputs.labels, dtype=torch.long)
@@ -67,13 +54,13 @@ class MaxProb(EarlyExitMethod):
                 head.temperature.fill_(fit_temperature(logits, labels))
 
 
-def nll(logits: torch.Tensor, labels: torch.Tensor, temperature: float) -> float:
+def nll(logits, labels, temperature: float) -> float:
     import torch.nn.functional as F
 
     return float(F.cross_entropy(logits.double() / temperature, labels))
 
 
-def fit_temperature(logits: torch.Tensor, labels: torch.Tensor) -> float:
+def fit_temperature(logits, labels) -> float:
     """The T minimising NLL(softmax(logits / T), labels), searched over log T in LOG_T_BOUNDS
     (a bounded 1-D minimisation: the NLL is smooth in log T); 1 unless it lowers the NLL."""
     import math

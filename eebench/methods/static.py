@@ -13,26 +13,10 @@ what the ELUE score's reference curve is built from.
 
 from __future__ import annotations
 
-from collections.abc import Sequence
-from typing import TYPE_CHECKING
-
 from pydantic import Field
 
 from eebench.errors import UsageError
-from eebench.methods.base import (
-    EarlyExitMethod,
-    MethodSettings,
-    Stage,
-    Variant,
-    exit_loss,
-    register_method,
-)
-
-if TYPE_CHECKING:
-    import torch
-
-    from eebench.rules.base import ExitRule
-    from eebench.rules.catalog import ModelFacts
+from eebench.methods import EarlyExitMethod, MethodSettings, Variant, register_method
 
 
 @register_method("static")
@@ -40,37 +24,27 @@ class Static(EarlyExitMethod):
     paper = ("Liu et al., Towards Efficient NLP: A Standard Evaluation and A Strong Baseline, "
              "NAACL 2022")
     description = "first k layers + one classifier after layer k; each k fine-tuned separately"
-    sweep_param = "layers"
-    joint_stage = "fine-tune"
+    sweep_param = "layers"  # no rule: every sample exits at the one exit
+    sweep_type = int
+    joint_stage = "fine-tune"  # its one exit's loss, every parameter
     trains = "one model per sweep value (k = 1..L)"
 
     class Settings(MethodSettings):
         layers: int | None = Field(None, ge=1)  # None: every layer of the backbone
 
-    def variants(self, sweep: Sequence[float]) -> list[Variant]:
+    def variants(self, sweep):
         bad = [v for v in sweep if not (v >= 1 and float(v).is_integer())]
         if bad:
             raise UsageError(f"static sweeps over layer counts k >= 1, got {bad[0]}")
         return [Variant(f"k{int(k)}", type(self)(**{**self.settings, "layers": int(k)}),
                         (float(k),)) for k in sweep]
 
-    def head_layers(self, num_layers: int) -> tuple[int, ...]:
+    def head_layers(self, num_layers):
         """One classifier, after layer k (every layer when `layers` is not set)."""
         k = self.config.layers
         if k is not None and k > num_layers:
             raise UsageError(f"static: layers={k} but the backbone has {num_layers} layers")
         return (num_layers if k is None else k,)
 
-    def loss(self, exit_logits: Sequence[torch.Tensor], labels: torch.Tensor, stage: Stage,
-             is_regression: bool, step: int = 0) -> torch.Tensor:
-        return exit_loss(exit_logits[-1], labels, is_regression)
-
-    def default_sweep(self, num_layers: int, is_regression: bool, num_labels: int = 2
-                      ) -> list[float]:
+    def default_sweep(self, num_layers, is_regression, num_labels=2):
         return [float(k) for k in range(1, num_layers + 1)]
-
-    def exit_rule(self, value: float, is_regression: bool, facts: ModelFacts | None = None
-                  ) -> ExitRule:
-        from eebench.rules.base import FixedRule
-
-        return FixedRule(exit=True)

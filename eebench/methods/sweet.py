@@ -14,18 +14,12 @@ Classification only.
 from __future__ import annotations
 
 from itertools import pairwise
-from typing import TYPE_CHECKING
 
 from pydantic import field_validator
 
 from eebench.errors import UsageError
-from eebench.methods.base import EarlyExitMethod, MethodSettings, Stage, register_method
+from eebench.methods import EarlyExitMethod, MethodSettings, register_method
 from eebench.methods.pabee import PABEE
-
-if TYPE_CHECKING:
-    import torch
-
-    from eebench.models.multi_exit import Route
 
 
 @register_method("sweet")
@@ -50,7 +44,7 @@ class SWEET(PABEE):
                 raise ValueError("exit_layers must be layer numbers >= 1, strictly increasing")
             return v
 
-    def head_layers(self, num_layers: int) -> tuple[int, ...]:
+    def head_layers(self, num_layers):
         layers = self.config.exit_layers
         if layers is None:
             return super().head_layers(num_layers)
@@ -61,10 +55,10 @@ class SWEET(PABEE):
 
     loss = EarlyExitMethod.loss  # each exit's loss, unweighted (not PABEE's weights)
 
-    def route(self, stage: Stage, num_exits: int) -> Route:
+    def route(self, stage, num_exits):
         return detach_after_exit
 
 
-def detach_after_exit(j: int, hidden: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
+def detach_after_exit(j: int, hidden):
     """Head j reads the hidden states with their gradient; the next layer reads them detached."""
     return hidden, hidden.detach()

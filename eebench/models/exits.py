@@ -2,8 +2,8 @@
 
 The engine (eebench.rules.engine), the FLOP and parameter counters (eebench.measure) and the run
 records see a model only as its exits in order. A multi-exit encoder (MultiExitModel: one
-backbone, heads after some layers) and a chain of complete models run in turn (a cascade) are two
-implementations of it:
+backbone, heads after some layers) and complete models of growing depth run one after another
+(a method's several models, combined) are two implementations of it:
 
     model.num_exits, model.exit_layers     exit j answers after layer exit_layers[j] (of its model)
     model(input_ids, mask, token_type_ids) every exit's outputs at once, [E, B, C + S] (the logits,
@@ -14,9 +14,13 @@ implementations of it:
         walk.keep(rows)                      drop the exited samples, and the padding no one needs
     model.exit_modules(j)                  the modules a sample exiting at exit j ran (parameters)
     model.chain()                          the complete models run one after another to reach the
-                                           exits: [model] for one model, the cascade's models for
-                                           a cascade (exit j = model j's answer); FLOPs are
-                                           counted along it
+                                           exits: [model] for one model; with several, exit j is
+                                           model j's answer (its last exit), after models 1..j-1
+
+What a sample exiting at exit j ran follows from those: `exit_paths(model)[j]`, the complete
+models run in turn (`ModelRun`: the layers each runs and the layers its heads sit after). FLOPs
+are counted along it (eebench.measure.cost_table); run records and submissions store it, and the
+validation of a submission bounds its costs with it.
 
 State may flow from one exit to the next: a head that reads the previous exit's state (see
 eebench.models.multi_exit) gets it from the walk, its rows dropped with the batch's.
@@ -25,7 +29,7 @@ eebench.models.multi_exit) gets it from the walk, its rows dropped with the batc
 from __future__ import annotations
 
 from collections.abc import Sequence
-from typing import Any, Protocol
+from typing import Any, NamedTuple, Protocol
 
 import torch
 from torch import nn
@@ -39,6 +43,26 @@ class ExitWalk(Protocol):
 
     def keep(self, rows: torch.Tensor) -> None:
         ...
+
+
+class ModelRun(NamedTuple):
+    """One complete model run on a sample's way to its exit: its layers 1..`layers`, and the exit
+    heads after the layers `heads` (ascending, the last one the answer)."""
+
+    layers: int
+    heads: tuple[int, ...]
+
+
+def exit_paths(model: Any) -> list[list[ModelRun]]:
+    """For each exit j, the complete models a sample exiting there ran, in turn. One model
+    (`chain()` is itself): its layers 1..exit_layers[j] and its heads 0..j. Several: models
+    1..j, each to its own last exit (its path there), model j's being the answer."""
+    chain = model.chain()
+    if len(chain) == 1 and chain[0] is model:
+        layers = [int(k) for k in model.exit_layers]
+        return [[ModelRun(k, tuple(layers[: j + 1]))] for j, k in enumerate(layers)]
+    whole = [exit_paths(m)[-1] for m in chain]  # each model run to its answer
+    return [[run for runs in whole[: j + 1] for run in runs] for j in range(len(chain))]
 
 
 def select_rows(state: Any, keep: torch.Tensor) -> Any:

@@ -31,7 +31,7 @@ import stat
 from pathlib import Path
 from typing import Any
 
-from eebench.errors import DataError
+from eebench.errors import DataError, one_line
 
 HINT = "use --model minilm-l6 (bundled, works offline) or a local model directory"
 CONVERT = ("save the model with safetensors (save_pretrained writes model.safetensors) and "
@@ -317,7 +317,7 @@ def _vocabulary(path: Path) -> int:
         try:
             return Tokenizer.from_str(raw.decode("utf-8")).get_vocab_size(with_added_tokens=True)
         except Exception as e:  # noqa: BLE001 - tokenizers raises a bare Exception
-            first = " ".join(str(e).split())[:200] or type(e).__name__
+            first = one_line(e)
             raise DataError(f"{file}: not a tokenizer: {first}") from None
     from transformers import AutoTokenizer
     from transformers.utils import logging
@@ -327,7 +327,7 @@ def _vocabulary(path: Path) -> int:
     try:
         return len(AutoTokenizer.from_pretrained(str(path), use_fast=True))
     except (OSError, ValueError, TypeError, KeyError) as e:
-        first = " ".join(str(e).split())[:200] or type(e).__name__
+        first = one_line(e)
         raise DataError(f"{path}: cannot load the tokenizer: {first}", hint=HINT) from e
     finally:
         logging.set_verbosity(verbosity)

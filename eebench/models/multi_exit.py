@@ -40,7 +40,7 @@ from typing import Any, Protocol
 import torch
 from torch import nn
 
-from eebench.errors import UsageError
+from eebench.errors import UsageError, one_line
 from eebench.models.backbones import (
     check_pooling,
     encoder_parts,
@@ -388,7 +388,7 @@ def _start_from_layer_poolers(heads: ExitHeads, exit_poolers: dict[int, nn.Linea
     runs = Counter(id(getattr(head, "pooler", None)) for head in heads.heads)
     for head, layer in zip(heads.heads, heads.exit_layers, strict=True):
         own = getattr(head, "pooler", None)
-        if layer in exit_poolers and runs[id(own)] == 1 and hasattr(own, "dense"):
+        if layer in exit_poolers and runs[id(own)] == 1 and isinstance(own, ExitPooler):
             with torch.no_grad():
                 own.dense.weight.copy_(exit_poolers[layer].weight)
                 own.dense.bias.copy_(exit_poolers[layer].bias)
@@ -406,7 +406,7 @@ def build_model(backbone: str, method: HeadBuilder, num_labels: int,
     except ValueError as e:  # e.g. MPNet has no SDPA attention in transformers
         if attn_implementation == "eager":
             raise
-        first = " ".join(str(e).split())[:160]
+        first = one_line(e, limit=160)
         raise UsageError(f"backbone {backbone!r} cannot run {attn_implementation} attention: "
                          f"{first}", hint="use attn_implementation='eager'") from None
     model = assemble(hf, method, num_labels, num_layers, pooling)

@@ -15,6 +15,13 @@ on a plugin method's heads). A model provides every signal its heads give by nam
 `exit-score`); a method says what its models will provide in `provides`, so that a rule its
 models cannot serve is refused before anything trains.
 
+A rule declares its sweep's parameters (`params`: names and types; one float named
+`sweep_param` by default) and its own settings that are not swept (`Settings`, e.g. patience's
+regression threshold). A point of its sweep is stored as its named values ({"threshold": 0.3};
+PCEE's {"patience": 2, "threshold": 0.3}); sweeps are written and tables order points by one
+number per point (`number`: a one-parameter rule's value; a rule of several parameters says how,
+and reads it back in `values`).
+
 This module imports no torch (`eebench rules` lists them without it); `build` imports the rule.
 A third-party rule registers a RuleKind subclass with `@register_rule("name")` or through the
 `eebench.rules` entry-point group.
@@ -23,12 +30,15 @@ A third-party rule registers a RuleKind subclass with `@register_rule("name")` o
 from __future__ import annotations
 
 import math
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any, ClassVar
 
+from pydantic import Field, ValidationError
+
 from eebench.errors import UsageError
 from eebench.registry import Registry
+from eebench.rules.sweep import Param, RuleSettings, SweepValues, shown_values, typed
 
 if TYPE_CHECKING:
     from eebench.rules.base import ExitRule
@@ -39,7 +49,6 @@ NEEDS = {
     "exit-score": "a learned exit head's score per exit (trained by: berxit)",
 }
 GRID_STEPS = 20
-
 
 @dataclass(frozen=True)
 class ModelFacts:
@@ -53,6 +62,9 @@ class ModelFacts:
     # How the rule's quantity meets its threshold where the model's method says (its authors'
     # code, e.g. CascadeBERT's `>`); None: the rule's own `comparison`
     comparison: str | None = None
+    # The rule's own settings (its `Settings`) for this run: given by the run, recorded with it;
+    # a setting not given takes the rule's default
+    rule_settings: Mapping[str, Any] = field(default_factory=dict)
 
     def provides(self) -> set[str]:
         """What the model gives a rule (NEEDS names, and every head signal by name)."""
@@ -68,11 +80,20 @@ def signal_need(signal: str) -> str:
 
 
 class RuleKind:
-    """A named exit rule: its sweep, what it needs, and how to build it for one sweep value."""
+    """A named exit rule: its sweep, what it needs, and how to build it for one sweep value.
+
+    A sweep value given to `check`, `build` and `label` is a point's named values or, as sweeps
+    are written, its one number (`number`)."""
 
     name: ClassVar[str] = ""
     description: ClassVar[str] = ""
+    # Its sweep's parameters in order; empty: one float, named `sweep_param`. With several,
+    # `sweep_param` is their names joined by "+" (set from them), and the rule says how a point
+    # is written as one number (`number`, `from_number`).
+    params: ClassVar[tuple[Param, ...]] = ()
     sweep_param: ClassVar[str] = "threshold"
+    # Its own settings, not swept: what the run gives it is validated and recorded with the run
+    Settings: ClassVar[type[RuleSettings]] = RuleSettings
     needs: ClassVar[tuple[str, ...]] = ("classes",)
     # What each need beyond NEEDS is, in words, e.g. {"halting-prob": "a halting probability per
     # exit (trained by: palbert)"}: `eebench rules` and the refusals say it.
@@ -81,6 +102,53 @@ class RuleKind:
     # How its quantity meets the threshold for a sample to exit ("<", "<=", ">=", ">"): data,
     # recorded in every run; a method may name another (its authors' code), through ModelFacts
     comparison: ClassVar[str] = "<"
+
+    def __init_subclass__(cls, **kwargs: Any) -> None:
+        super().__init_subclass__(**kwargs)
+        if "params" in cls.__dict__ and cls.params:
+            cls.sweep_param = "+".join(p.name for p in cls.params)
+
+    @classmethod
+    def parameters(cls) -> tuple[Param, ...]:
+        """Its sweep's parameters, in order (names and types)."""
+        return cls.params or (Param(cls.sweep_param, float),)
+
+    def values(self, value: float | Mapping[str, Any]) -> SweepValues:
+        """A sweep value's named values, typed as the rule declares them: from a mapping of
+        its parameters, or from its one number (`from_number` for a rule of several)."""
+        params = self.parameters()
+        if isinstance(value, Mapping):
+            names = [p.name for p in params]
+            if sorted(value) != sorted(names):
+                raise UsageError(f"rule {self.name!r}: a sweep value names {', '.join(names)}, "
+                                 f"got {', '.join(map(str, value)) or 'nothing'}")
+            return {p.name: typed(self.name, p, value[p.name]) for p in params}
+        if len(params) > 1:
+            return self.from_number(typed(self.name, Param("value"), value))
+        return {params[0].name: typed(self.name, params[0], value)}
+
+    def from_number(self, value: float) -> SweepValues:
+        """The named values a rule of several parameters writes as `value` (see `number`)."""
+        raise UsageError(f"rule {self.name!r}: a sweep value names its parameters "
+                         f"({self.sweep_param})")
+
+    def number(self, values: Mapping[str, Any]) -> float:
+        """The one number a point is written as in a sweep and ordered by in tables: its
+        value, for a rule of one parameter; a rule of several says how (`from_number` reads it
+        back)."""
+        params = self.parameters()
+        if len(params) > 1:
+            raise NotImplementedError(f"rule {self.name!r} writes no point as one number")
+        return float(values[params[0].name])
+
+    def settings(self, given: Mapping[str, Any] | None = None) -> dict[str, Any]:
+        """Its own settings with `given` over the defaults, checked (one line where wrong)."""
+        try:
+            return self.Settings.model_validate(dict(given or {})).model_dump()
+        except ValidationError as e:
+            err = e.errors()[0]
+            raise UsageError(f"rule {self.name!r}: setting {'.'.join(map(str, err['loc']))}: "
+                             f"{err['msg']}") from None
 
     def comparison_for(self, facts: ModelFacts | None) -> str:
         """The comparison a rule built for `facts` tests: the method's where it names one."""
@@ -119,13 +187,15 @@ class RuleKind:
         return cls.need_descriptions.get(need) or NEEDS.get(need) or \
             f"a head signal {need.replace('-', '_')!r} per exit"
 
-    def label(self, value: float) -> str:
-        """The sweep value as tables show it."""
-        return f"{self.sweep_param}={value:g}"
+    def label(self, value: float | Mapping[str, Any]) -> str:
+        """The sweep value as tables show it: `threshold=0.3`, `patience=2,threshold=0.3`."""
+        return shown_values(self.values(value))
 
     def describe(self) -> dict[str, Any]:
         return {"name": self.name, "description": self.description,
-                "sweep_param": self.sweep_param, "needs": list(self.needs),
+                "sweep_param": self.sweep_param,
+                "params": [{"name": p.name, "type": p.type.__name__} for p in self.parameters()],
+                "settings": self.settings(), "needs": list(self.needs),
                 "needs_described": {n: self.describe_need(n) for n in self.needs},
                 "supports_regression": self.supports_regression, "paper": self.paper,
                 "comparison": self.comparison}
@@ -160,9 +230,10 @@ def _grid(low: float, high: float) -> list[float]:
     return [round(low + (high - low) * k / GRID_STEPS, 6) for k in range(GRID_STEPS + 1)]
 
 
-def _require(ok: bool, rule: str, what: str, value: float) -> None:
+def _require(ok: bool, rule: str, what: str, value: Any) -> None:
     if not ok:
-        raise UsageError(f"rule {rule!r}: {what}, got {value:g}")
+        shown = f"{value:g}" if isinstance(value, (int, float)) else shown_values(value)
+        raise UsageError(f"rule {rule!r}: {what}, got {shown}")
 
 
 @register_rule("entropy")
@@ -233,63 +304,66 @@ class CalibratedMaxProb(MaxProb):
 @register_rule("patience")
 class Patience(RuleKind):
     description = ("exit once the prediction stayed the same for `patience` exits (regression: "
-                   "|change| < the method's regression_threshold)")
+                   "|change| < its regression_threshold)")
     paper = "PABEE (Zhou et al., NeurIPS 2020)"
-    sweep_param = "patience"
+    params = (Param("patience", int),)
     needs = ()
     comparison = ">="  # the count of unchanged predictions against the patience
+
+    class Settings(RuleSettings):
+        # regression: successive outputs closer than this count as unchanged (PABEE's default)
+        regression_threshold: float = Field(0.1, ge=0)
 
     def default_sweep(self, num_layers, is_regression, num_labels=2):
         return [float(p) for p in range(1, num_layers + 1)]
 
     def check(self, value):
-        _require(value >= 1 and float(value).is_integer(), self.name,
-                 "patience must be a positive integer", value)
+        patience = self.values(value)["patience"]
+        _require(patience >= 1, self.name, "patience must be a positive integer", patience)
 
     def build(self, value, facts):
         from eebench.rules.patience import PatienceRule
 
-        tau = float(facts.settings.get("regression_threshold", 0.1)) \
+        tau = self.settings(facts.rule_settings)["regression_threshold"] \
             if facts.is_regression else None
-        return PatienceRule(int(value), tau)
+        return PatienceRule(self.values(value)["patience"], tau)
 
 
 PAIR_THRESHOLDS = tuple(k / 18 for k in range(1, 10))  # PCEE-BERT's scripts: 1/18 .. 9/18
 PAIR_PATIENCES = (1, 2, 3)  # their scripts use 2
 
 
-def split_pair(value: float) -> tuple[int, float]:
-    """A (patience, threshold) sweep value, written as one number patience + threshold with the
-    threshold in [0, 1): 2.3 is patience 2, threshold 0.3."""
-    patience = math.floor(value)
-    return patience, round(value - patience, 6)
-
-
 @register_rule("confident-patience")
 class ConfidentPatience(RuleKind):
     description = ("exit once `patience` consecutive exits were confident (entropy / ln C < "
-                   "threshold); swept over (patience, threshold) pairs written patience.threshold")
+                   "threshold); swept over (patience, threshold) pairs, written in a sweep as "
+                   "the one number patience + threshold")
     paper = "PCEE-BERT (Zhang et al., NAACL Findings 2022)"
-    sweep_param = "patience+threshold"
+    params = (Param("patience", int), Param("threshold", float))
 
     def default_sweep(self, num_layers, is_regression, num_labels=2):
-        return [round(p + t, 6) for p in PAIR_PATIENCES if p <= num_layers
-                for t in PAIR_THRESHOLDS]
+        return [self.number({"patience": p, "threshold": round(t, 6)})
+                for p in PAIR_PATIENCES if p <= num_layers for t in PAIR_THRESHOLDS]
+
+    def number(self, values):
+        """patience + threshold (the threshold in [0, 1)): 2.3 is patience 2, threshold 0.3."""
+        return round(values["patience"] + values["threshold"], 6)
+
+    def from_number(self, value):
+        patience = math.floor(value)
+        return {"patience": patience, "threshold": round(value - patience, 6)}
 
     def check(self, value):
-        patience, threshold = split_pair(value)
-        _require(patience >= 1 and 0 <= threshold < 1, self.name,
-                 "a value is patience + threshold (patience >= 1, threshold in [0, 1))", value)
+        values = self.values(value)
+        _require(values["patience"] >= 1 and 0 <= values["threshold"] < 1, self.name,
+                 "patience >= 1 and a threshold in [0, 1)", values)
 
     def build(self, value, facts):
         from eebench.rules.patience import ConfidentPatienceRule
 
-        patience, threshold = split_pair(value)
-        return ConfidentPatienceRule(threshold, patience, self.comparison_for(facts))
-
-    def label(self, value):
-        patience, threshold = split_pair(value)
-        return f"patience={patience},threshold={threshold:g}"
+        values = self.values(value)
+        return ConfidentPatienceRule(values["threshold"], values["patience"],
+                                     self.comparison_for(facts))
 
 
 @register_rule("learned")

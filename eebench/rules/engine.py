@@ -63,8 +63,9 @@ def dynamic_batch(model, rule: ExitRule, batch: dict, is_regression: bool, full:
     """Real early-exit inference on one batch, for any model of the exit protocol
     (eebench.models.exits): the model walks the batch exit by exit, and after each exit the
     samples that exit leave it (with the padding columns no remaining sample needs). `full=True`
-    asks only the last exit (a multi-exit model runs all its layers, a cascade its deepest model):
-    the baseline timed the same way. Returns (exit_index [B], prediction [B]) in batch order."""
+    asks only the last exit (a multi-exit model runs all its layers; models run in turn, every
+    model whole): the baseline timed the same way. Returns (exit_index [B], prediction [B]) in
+    batch order."""
     device = next(model.parameters()).device
     mask = batch["attention_mask"].to(device)
     types = batch["token_type_ids"].to(device) if "token_type_ids" in batch else None

@@ -4,7 +4,7 @@ A run directory `runs/<model>/<method>[+<rule>]/<task>/<config-hash>/` holds
 
 - `config.json`        RunConfig: everything that determines the results (its hash names the dir)
 - `env.json`           hardware and software versions (written by eebench.measure.env)
-- `points.jsonl`       one OperatingPoint per line, one per sweep value
+- `points.jsonl`       one OperatingPoint per line, one per sweep value (its named values)
 - `predictions.safetensors`  per-sample arrays (no pickle): `labels` [N] (absent for unlabelled
                        test splits), `exit_layer` [P, N] (1-based), `prediction` [P, N] (label id,
                        or the score for regression), `exit_logits` [E, N, C]; row p of the
@@ -13,10 +13,13 @@ A run directory `runs/<model>/<method>[+<rule>]/<task>/<config-hash>/` holds
                        else the row number in the split)
 - `summary.json`       RunSummary: the run at a glance, and its variants: the models it trained
                        (one for a joint method, one per k for static), each with its exit
-                       layers, hidden size, pooling and the key of its logits
+                       layers, what a sample exiting at each ran (`exit_paths`: the complete
+                       models run in turn, their layers and heads), hidden size, pooling and
+                       the key of its logits
                        (`exit_logits` [E, N, C], or `exit_logits_<variant>` per variant),
                        the temperatures and settings its rule read; and the rule itself (its
-                       name, comparison, whether the task is a regression). With each point's
+                       name, comparison, its own settings, whether the task is a regression).
+                       With each point's
                        sweep value and the stored logits and signals (`<logits key>.<signal>`
                        [E, N]), that is everything needed to rebuild every stored decision from
                        the directory alone (eebench.run.rederive); and the sha256 of its samples
@@ -30,14 +33,13 @@ formats: everything else sees today's schemas.
 from __future__ import annotations
 
 import json
-import math
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Annotated, Any, TypeVar
+from typing import Any, TypeVar
 
-from pydantic import BaseModel, ConfigDict, Field, model_serializer, model_validator
+from pydantic import BaseModel, Field, model_serializer
 
-from eebench.errors import DataError
+from eebench.errors import DataError, one_line
 from eebench.io import (
     atomic_write_text,
     config_hash,
@@ -48,14 +50,36 @@ from eebench.io import (
     validated,
 )
 from eebench.methods.base import JOINT
+from eebench.models.convert.source import CheckpointSource
 from eebench.run.config import TimingConfig
+from eebench.run.records import (
+    MAX_FLOPS,
+    POINTS_SCHEMA_VERSION,
+    SUMMARY_SCHEMA_VERSION,
+    Data,
+    ModelRun,
+    OperatingPoint,
+    RuleRecord,
+    RunSummary,
+    Timing,
+    VariantRecord,
+    left_out,
+    sweep_number,
+)
 from eebench.train.config import GivenTrainConfig, TrainConfig
+
+# The records of points.jsonl and summary.json are in eebench.run.records; read and written here.
+__all__ = [
+    "CONFIG_FILE", "CONFIG_SCHEMA_VERSION", "ENV_FILE", "IDS_FILE", "MAX_FLOPS", "POINTS_FILE",
+    "POINTS_SCHEMA_VERSION", "PREDICTIONS_FILE", "SUMMARY_FILE", "SUMMARY_SCHEMA_VERSION",
+    "VOUCHED_FILES", "ModelRun", "OperatingPoint", "RuleRecord", "RunConfig", "RunFiles",
+    "RunSummary", "Timing", "VariantRecord", "file_hashes", "ids_text", "logits_key",
+    "read_run", "samples_hash", "sweep_number", "verify_run", "write_points",
+]
 
 M = TypeVar("M", bound=BaseModel)
 
 CONFIG_SCHEMA_VERSION = 1  # part of the run directory's hash: changing it renames every run
-POINTS_SCHEMA_VERSION = 2  # 2: each point names its variant
-SUMMARY_SCHEMA_VERSION = 3  # 2: the variants; 3: the rule and what it read (temperatures...)
 
 CONFIG_FILE = "config.json"
 ENV_FILE = "env.json"
@@ -65,102 +89,7 @@ IDS_FILE = "ids.txt"
 SUMMARY_FILE = "summary.json"
 
 
-class _Data(BaseModel):
-    model_config = ConfigDict(extra="forbid", protected_namespaces=())
-
-
-def _left_out(data: dict[str, Any], model: BaseModel, names: tuple[str, ...]) -> dict[str, Any]:
-    """Fields added to a record after runs were written, left out while at their default (None):
-    a record that does not use them reads as it did."""
-    for name in names:
-        if getattr(model, name) is None:
-            data.pop(name, None)
-    return data
-
-
-class Timing(_Data):
-    """Measured wall time of real dynamic inference at one batch size (raw values kept)."""
-
-    device: str  # e.g. "cpu (8 threads)" or "cuda: NVIDIA H100"
-    batch_size: int
-    mode: str  # "dynamic" (exits taken) or "full" (no exit, the baseline)
-    latency_ms: dict[str, float] = Field(default_factory=dict)  # p50/p90/p99/mean/std per batch
-    throughput: float | None = None  # samples per second
-    peak_memory_mb: float | None = None
-    raw_ms: list[float] = Field(default_factory=list)
-
-
-# No classifier costs an exaFLOP per sample: a larger number is an error, not a measurement.
-MAX_FLOPS = 1e18
-Metric = Annotated[float, Field(ge=-100, le=100)]  # percent; correlations x100 go down to -100
-
-
-class OperatingPoint(_Data):
-    """One sweep value of one run. Finite numbers only, and consistent with each other (a
-    histogram that adds up to the samples and averages to the exit layer): a point that is not is
-    refused where it is read, naming the file and line."""
-
-    model_config = ConfigDict(extra="forbid", protected_namespaces=(), allow_inf_nan=False)
-
-    schema_version: int = POINTS_SCHEMA_VERSION
-    method: str
-    variant: str  # the name of the variant (trained model) this point was measured on
-    task: str
-    split: str
-    seed: int
-    sweep_param: str  # e.g. "threshold", "patience", "layers"
-    sweep_value: float
-    n_samples: int = Field(ge=1)
-    num_layers: int = Field(ge=1)  # layers of the full model
-    metrics: dict[str, Metric] = Field(default_factory=dict)  # empty for unlabelled splits
-    main_metric: str
-    main: Metric | None  # metrics[main_metric]
-    avg_exit_layer: float
-    exit_histogram: list[Annotated[int, Field(ge=0)]]  # samples exiting at layer 1..num_layers
-    flops_convention: str
-    mean_flops: float = Field(gt=0, le=MAX_FLOPS)  # per sample, along each sample's path
-    mean_mflops: float
-    speedup: float  # num_layers / avg_exit_layer
-    layer_saving: float  # 1 - avg_exit_layer / num_layers
-    params_total: int = Field(ge=1)
-    params_mean_used: float = Field(gt=0)  # parameters touched, averaged over samples
-    timings: list[Timing] = Field(default_factory=list)
-    disagreements: int | None = None  # samples where real dynamic inference decided otherwise
-    disagreements_near_threshold: int | None = None
-    # Quality of the exited predictions (eebench.measure.quality; classification, labelled splits):
-    # percent, NLL in nats. None: not computed when the run was made (`eebench score` computes
-    # them from predictions.safetensors), or not defined (regression); consistency, exit_gain and
-    # exit_loss are left to `eebench score` for methods that train one model per depth.
-    ece: float | None = Field(default=None, ge=0, le=100)
-    nll: float | None = Field(default=None, ge=0)
-    consistency: float | None = Field(default=None, ge=0, le=100)
-    exit_gain: float | None = Field(default=None, ge=0, le=100)
-    exit_loss: float | None = Field(default=None, ge=0, le=100)
-
-    @model_validator(mode="after")
-    def _consistent(self) -> OperatingPoint:
-        hist = self.exit_histogram
-        checks = [
-            (len(hist) == self.num_layers,
-             f"exit_histogram has {len(hist)} entries for {self.num_layers} layers"),
-            (sum(hist) == self.n_samples,
-             f"exit_histogram adds up to {sum(hist)}, not n_samples {self.n_samples}"),
-            (math.isclose(self.avg_exit_layer,
-                          sum((i + 1) * h for i, h in enumerate(hist)) / self.n_samples,
-                          rel_tol=1e-6, abs_tol=1e-6),
-             f"avg_exit_layer {self.avg_exit_layer} is not the exit histogram's mean"),
-            (math.isclose(self.mean_mflops, self.mean_flops / 1e6, rel_tol=1e-6),
-             f"mean_mflops {self.mean_mflops} is not mean_flops / 1e6"),
-            (self.main == self.metrics.get(self.main_metric),
-             f"main {self.main} is not metrics[{self.main_metric!r}]"),
-        ]
-        for ok, message in checks:
-            if not ok:
-                raise ValueError(message)
-        return self
-
-
-class RunConfig(_Data):
+class RunConfig(Data):
     schema_version: int = CONFIG_SCHEMA_VERSION
     model: str
     # How the exit heads pool the tokens, "cls" or "mean": resolved (the backbone's own pooling
@@ -177,7 +106,7 @@ class RunConfig(_Data):
     rule: str | None = None
     split: str
     seed: int
-    sweep: list[float]  # the values of the run's rule
+    sweep: list[float]  # the values of the run's rule, each written as one number
     # The training settings that were given or filled in for the run (the backbone's lr, the
     # seed...), in that order; a default left alone is not recorded, so adding a setting to
     # TrainConfig renames no run.
@@ -186,6 +115,9 @@ class RunConfig(_Data):
     max_eval_samples: int | None = None
     flops_convention: str
     timing: TimingConfig = Field(default_factory=TimingConfig)  # recorded whole
+    # Weights made elsewhere, evaluated without training (`eebench run --from-checkpoint`):
+    # where they came from and their sha256. Left out of config.json while None.
+    weights: CheckpointSource | None = None
 
     def key(self) -> str:
         """Hash of everything that determines the results: names the run directory."""
@@ -203,89 +135,7 @@ class RunConfig(_Data):
 
     @model_serializer(mode="wrap")
     def _unset_fields_left_out(self, handler: Any) -> dict[str, Any]:
-        return _left_out(handler(self), self, ("train_task", "rule"))
-
-
-class RuleRecord(_Data):
-    """The exit rule a run's points were decided by, as the run used it (with each point's sweep
-    value in points.jsonl and each variant's record: what eebench.run.rederive rebuilds it from).
-    """
-
-    # a rule of `eebench rules`; None: single-exit models, every sample exits at its model's exit
-    name: str | None
-    # how the rule's quantity meets its threshold ("<", "<=", ">=", ">"), as the rule tested it
-    comparison: str | None = None
-    # None: not recorded (runs before summary schema 3); a model with one output is a regression
-    is_regression: bool | None = None
-
-    @model_serializer(mode="wrap")
-    def _unset_fields_left_out(self, handler: Any) -> dict[str, Any]:
-        return _left_out(handler(self), self, ("comparison", "is_regression"))
-
-
-class VariantRecord(_Data):
-    """One trained model of a run: what its points ran through, and what its rule read of it."""
-
-    name: str
-    sweep_values: list[float]
-    exit_layers: list[int]  # 1-based layers that carry an exit head, ascending
-    hidden_size: int | None  # None: not recorded (runs written before summary schema 2)
-    pooling: str  # how its exit heads pool: "cls" or "mean"
-    logits_key: str  # its [E, N, C] exit logits in predictions.safetensors
-    checkpoint: str | None = None  # several, joined by ";", for a cascade
-    # Exit j is a complete model of depth exit_layers[j] run after models 1..j-1 (a cascade):
-    # a sample that exits there ran each of them whole.
-    chained: bool = False
-    # What the rule read of the model besides its stored logits and signals (None: nothing, or
-    # not recorded by runs before summary schema 3): a temperature per exit, fit after training
-    # (maxprob's calibrated heads), and where a recorded value came from when it is not the
-    # model itself (a one-off recovery names its evidence); the method settings the model held.
-    temperatures: list[float] | None = None
-    temperatures_source: str | None = None
-    settings: dict[str, Any] | None = None
-
-    @model_serializer(mode="wrap")
-    def _unset_fields_left_out(self, handler: Any) -> dict[str, Any]:
-        return _left_out(handler(self), self, ("temperatures", "temperatures_source", "settings"))
-
-
-class RunSummary(_Data):
-    schema_version: int = SUMMARY_SCHEMA_VERSION
-    model: str
-    method: str
-    task: str
-    split: str
-    seed: int
-    config_hash: str
-    n_samples: int
-    num_points: int
-    full_model: dict[str, Any] = Field(default_factory=dict)  # the last layer's metrics and FLOPs
-    best_main: float | None = None
-    variants: list[VariantRecord]
-    # sha256 of each file the summary vouches for (name -> digest); empty for runs written before
-    # they were recorded
-    files: dict[str, str] = Field(default_factory=dict)
-    # Wall time of the process that finished the run, training and measurement included (a run
-    # resumed from a checkpoint counts what was left); None for runs from before it was recorded.
-    wall_seconds: float | None = None
-    finished: bool = True
-    # The exit rule its points were decided by; None: not known (a plugin method's run written
-    # before summary schema 3)
-    rule: RuleRecord | None = None
-    # sha256 of the evaluated samples, each id with its texts in array order (`samples_hash`):
-    # what the texts `eebench analyze` shows are checked against. None: a run written before it
-    # was recorded (its texts cannot be checked)
-    samples_sha256: str | None = None
-
-    @model_serializer(mode="wrap")
-    def _unset_fields_left_out(self, handler: Any) -> dict[str, Any]:
-        return _left_out(handler(self), self, ("rule", "samples_sha256"))
-
-    def variant(self, name: str) -> VariantRecord:
-        for v in self.variants:
-            if v.name == name:
-                return v
-        raise KeyError(name)
+        return left_out(handler(self), self, ("train_task", "rule", "weights"))
 
 
 VOUCHED_FILES = (CONFIG_FILE, ENV_FILE, POINTS_FILE, PREDICTIONS_FILE, IDS_FILE)
@@ -331,7 +181,7 @@ def _check_arrays(path: Path, hint: str) -> None:
 
 
 def _short(e: BaseException) -> str:
-    return " ".join(str(e).split())[:160] or type(e).__name__
+    return one_line(e, limit=160)
 
 
 def ids_text(ids: list[str], source: str) -> str:

@@ -8,7 +8,7 @@ every other rule the user asked for on the same model.
 from __future__ import annotations
 
 from collections.abc import Callable
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Any
 
@@ -16,11 +16,12 @@ import numpy as np
 
 from eebench.measure.quality import exited_logits, point_quality
 from eebench.methods.base import JOINT, Variant, get_method
+from eebench.models.exits import exit_paths
 from eebench.models.outputs import collect_exit_logits
 from eebench.rules.base import ExitRule, FixedRule
 from eebench.rules.catalog import ModelFacts, get_rule
 from eebench.rules.engine import Decisions, compare, dynamic_batch, dynamic_inference, simulate
-from eebench.run import artifacts as R
+from eebench.run.artifacts import OperatingPoint, RuleRecord, RunConfig, Timing
 from eebench.run.config import TimingConfig
 from eebench.tasks.spec import TaskSpec
 
@@ -29,7 +30,7 @@ from eebench.tasks.spec import TaskSpec
 class Measured:
     """One variant measured: its points, per-sample arrays (one row per point) and exit logits."""
 
-    points: list[R.OperatingPoint]
+    points: list[OperatingPoint]
     arrays: dict[str, np.ndarray]  # exit_layer and prediction [P, N], lengths and labels [N]
     logits: np.ndarray  # [E, N, C]
     structure: dict[str, Any]  # exit_layers, hidden_size, pooling (of eebench.run.artifacts)
@@ -48,14 +49,14 @@ class FullPass:
     table: Any  # the FLOP cost table
     params: Any
     subset: np.ndarray
-    baseline: list[R.Timing]
+    baseline: list[Timing]
     facts: ModelFacts
 
 
-def full_pass(cfg: R.RunConfig, spec: TaskSpec, ckpt_dirs: list[Path], eval_ex, opts
+def full_pass(cfg: RunConfig, spec: TaskSpec, ckpt_dirs: list[Path], eval_ex, opts
               ) -> FullPass:
-    """Load the checkpoints of a variant's models (one, but for a cascade), combine them into the
-    one model the method measures, and run it once over the split (see FullPass)."""
+    """Load the checkpoints of a variant's models (one, or several run in turn), combine them
+    into the one model the method measures, and run it once over the split (see FullPass)."""
     from eebench.data.batching import encode, eval_batches
     from eebench.measure.cost_table import build_cost_table
     from eebench.measure.params import params_per_exit
@@ -78,34 +79,47 @@ def full_pass(cfg: R.RunConfig, spec: TaskSpec, ckpt_dirs: list[Path], eval_ex, 
     return FullPass(model, enc, out, table, params_per_exit(model), subset, baseline, facts)
 
 
-def rule_for(cfg: R.RunConfig, variant: Variant, facts: ModelFacts
-             ) -> tuple[str, Callable[[float], ExitRule]]:
-    """The run's sweep parameter and its rule at a sweep value: the method's own rule, or the
-    rule the run names (`cfg.rule`), refused in one line where the model lacks what it needs."""
+def rule_for(cfg: RunConfig, variant: Variant, facts: ModelFacts
+             ) -> tuple[Callable[[float], dict], Callable[[float], ExitRule]]:
+    """The run's sweep values as its points name them, and its rule at a sweep value: the
+    method's own rule, or the rule the run names (`cfg.rule`), refused in one line where the
+    model lacks what it needs."""
     method = variant.method
     if cfg.rule is None:
-        return method.sweep_param, lambda v: method.exit_rule(v, facts.is_regression, facts)
+        return method.sweep_values, lambda v: method.exit_rule(v, facts.is_regression, facts)
     kind = get_rule(cfg.rule)
     kind.refuse_unless(facts.provides(), f"this {cfg.method} model")
+    facts = replace(facts, rule_settings=rule_settings(cfg, method))
 
     def build(value: float) -> ExitRule:
         kind.check(value)
         return kind.build(value, facts)
 
-    return kind.sweep_param, build
+    return kind.values, build
 
 
-def rule_record(cfg: R.RunConfig, method: Any, spec: TaskSpec) -> R.RuleRecord:
+def rule_settings(cfg: RunConfig, method: Any) -> dict[str, Any]:
+    """The settings of the run's rule, as it read them: what the method gives its own rule (a
+    rule the run names takes its defaults), over the rule's defaults; none without a rule."""
+    name = cfg.rule or method.rule
+    if not name:
+        return {}
+    return get_rule(name).settings(method.rule_settings() if cfg.rule is None else {})
+
+
+def rule_record(cfg: RunConfig, method: Any, spec: TaskSpec) -> RuleRecord:
     """The rule a run's points are decided by, as the run directory records it: its name (None
-    for single-exit models), how it meets its threshold, and whether the task is a regression."""
+    for single-exit models), how it meets its threshold, its own settings, and whether the task
+    is a regression."""
     name = cfg.rule or method.rule or None
     comparison = None
     if name is not None:  # the method's own rule as its authors test it, another rule its own way
         comparison = method.rule_comparison() if cfg.rule is None else get_rule(name).comparison
-    return R.RuleRecord(name=name, comparison=comparison, is_regression=spec.is_regression)
+    return RuleRecord(name=name, comparison=comparison, is_regression=spec.is_regression,
+                        settings=rule_settings(cfg, method) or None)
 
 
-def sweep_variant(cfg: R.RunConfig, variant: Variant, spec: TaskSpec, fp: FullPass,
+def sweep_variant(cfg: RunConfig, variant: Variant, spec: TaskSpec, fp: FullPass,
                   full_layers: int, opts) -> Measured:
     """Every sweep value of the run's rule over one full pass: the simulated decisions and their
     metrics, FLOPs and quality, each checked against (and timed with) real dynamic inference."""
@@ -114,7 +128,7 @@ def sweep_variant(cfg: R.RunConfig, variant: Variant, spec: TaskSpec, fp: FullPa
     model, out, table, params, subset = fp.model, fp.out, fp.table, fp.params, fp.subset
     timing = cfg.timing
     timed = timing.enabled
-    sweep_param, make_rule = rule_for(cfg, variant, fp.facts)
+    named, make_rule = rule_for(cfg, variant, fp.facts)
     values = variant.values if cfg.rule is None else tuple(cfg.sweep)
     sweep_task = _progress_task(opts, f"{cfg.label} {cfg.task}: sweep, check, time", len(values))
     points, exit_layers, preds = [], [], []
@@ -144,9 +158,9 @@ def sweep_variant(cfg: R.RunConfig, variant: Variant, spec: TaskSpec, fp: FullPa
         checks = [compare(dec, r, subset, spec.is_regression) for r in real]
         agreement = max(checks, key=lambda c: c.disagreements)
         avg = float(layers.mean())
-        points.append(R.OperatingPoint(
+        points.append(OperatingPoint(
             method=cfg.label, variant=variant.name, task=cfg.task, split=cfg.split, seed=cfg.seed,
-            sweep_param=sweep_param, sweep_value=float(value), n_samples=len(layers),
+            sweep=named(value), n_samples=len(layers),
             num_layers=full_layers, metrics=metrics, main_metric=spec.main_metric,
             main=metrics.get(spec.main_metric), avg_exit_layer=avg,
             exit_histogram=np.bincount(layers, minlength=full_layers + 1)[1:].tolist(),
@@ -172,7 +186,10 @@ def sweep_variant(cfg: R.RunConfig, variant: Variant, spec: TaskSpec, fp: FullPa
     temperatures = fp.facts.temperatures
     structure = {"exit_layers": list(model.exit_layers),
                  "hidden_size": int(model.config.hidden_size), "pooling": model.pooling,
-                 "chained": len(model.chain()) > 1,  # complete models run in turn
+                 # what a sample exiting at each exit ran: complete models in turn, their layers
+                 # and heads (eebench.models.exits)
+                 "exit_paths": [[{"layers": r.layers, "heads": list(r.heads)} for r in path]
+                                for path in exit_paths(model)],
                  "temperatures": None if temperatures is None else [float(t) for t in temperatures],
                  "settings": dict(fp.facts.settings)}
     return Measured(points, arrays, logits_np, structure,
@@ -206,7 +223,7 @@ def _batches(enc, subset: np.ndarray, bs: int) -> list[dict]:
 
 
 def _real_inference(model, rule: ExitRule, enc, subset: np.ndarray, timing: TimingConfig,
-                    spec: TaskSpec, full: bool) -> tuple[list[R.Timing], list[Decisions]]:
+                    spec: TaskSpec, full: bool) -> tuple[list[Timing], list[Decisions]]:
     """Real inference over the subset at each timing batch size: wall time per batch (raw values
     kept) and the decisions it took, in split positions (rows outside the subset stay 0)."""
     from eebench.measure.timing import (
@@ -230,7 +247,7 @@ def _real_inference(model, rule: ExitRule, enc, subset: np.ndarray, timing: Timi
                                     timer=watch.time)
         decisions.append(dec)
         total_s = sum(watch.raw_ms) / 1e3 / repeats
-        timings.append(R.Timing(
+        timings.append(Timing(
             device=device_description(device), batch_size=bs,
             mode="full" if full else "dynamic", latency_ms=watch.summary(),
             throughput=len(subset) / total_s if total_s > 0 else None,

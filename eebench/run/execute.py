@@ -17,7 +17,24 @@ import numpy as np
 
 from eebench.io import atomic_path, atomic_write_text, write_json
 from eebench.methods.base import EarlyExitMethod, get_method
-from eebench.run import artifacts as R
+from eebench.run.artifacts import (
+    CONFIG_FILE,
+    ENV_FILE,
+    IDS_FILE,
+    POINTS_FILE,
+    PREDICTIONS_FILE,
+    SUMMARY_FILE,
+    OperatingPoint,
+    RunConfig,
+    RunSummary,
+    VariantRecord,
+    file_hashes,
+    ids_text,
+    logits_key,
+    samples_hash,
+    verify_run,
+    write_points,
+)
 from eebench.tasks.spec import TaskSpec, get_task
 
 EVAL_SUBSET_SEED = 0  # subsets of the evaluated split do not depend on the run's seed
@@ -46,45 +63,45 @@ def backbone_layers(model: str) -> int:
     return known if known is not None else int(load_config(model).num_hidden_layers)
 
 
-def run_dir_for(cfg: R.RunConfig, out: Path) -> Path:
+def run_dir_for(cfg: RunConfig, out: Path) -> Path:
     from eebench.train.checkpoint import model_slug
 
     return Path(out) / model_slug(cfg.model) / cfg.label / cfg.task / cfg.key()
 
 
-def execute(cfg: R.RunConfig, opts: RunOptions) -> Path | None:
+def execute(cfg: RunConfig, opts: RunOptions) -> Path | None:
     """Run one configuration; returns its run directory, or None when another process is running
     it (several `eebench run` processes on one grid share the work this way)."""
     return execute_group([cfg], opts)[0]
 
 
-def same_pass(a: R.RunConfig, b: R.RunConfig) -> bool:
+def same_pass(a: RunConfig, b: RunConfig) -> bool:
     """Whether two runs read the same trained model over the same split (they differ at most in
     their exit rule and its sweep): one pass serves both."""
     keep = {"rule", "sweep"}
     return a.model_dump(exclude=keep) == b.model_dump(exclude=keep)
 
 
-def execute_group(cfgs: list[R.RunConfig], opts: RunOptions) -> list[Path | None]:
+def execute_group(cfgs: list[RunConfig], opts: RunOptions) -> list[Path | None]:
     """Run configurations that share one trained model and split (`same_pass`: the method's own
     rule and the other rules asked for): train once, one full pass over the split, then each
     run's sweep and its run directory. Finished runs are returned as they are; a run another
     process holds is None."""
     out: list[Path | None] = []
-    todo: list[tuple[R.RunConfig, Path, Any]] = []
+    todo: list[tuple[RunConfig, Path, Any]] = []
     try:
         for cfg in cfgs:
             run_dir = run_dir_for(cfg, opts.out)
             if opts.overwrite and run_dir.exists():
                 shutil.rmtree(run_dir)
-            if (run_dir / R.SUMMARY_FILE).exists():
+            if (run_dir / SUMMARY_FILE).exists():
                 out.append(_done(run_dir, opts))
                 continue
             lock = _claim(run_dir)
             if lock is None:
                 out.append(None)
                 continue
-            if (run_dir / R.SUMMARY_FILE).exists():  # finished by another process meanwhile
+            if (run_dir / SUMMARY_FILE).exists():  # finished by another process meanwhile
                 lock.close()
                 out.append(_done(run_dir, opts))
                 continue
@@ -94,14 +111,14 @@ def execute_group(cfgs: list[R.RunConfig], opts: RunOptions) -> list[Path | None
             _execute([c for c, _, _ in todo], opts, [d for _, d, _ in todo])
     finally:
         for _, run_dir, lock in todo:
-            if (run_dir / R.SUMMARY_FILE).exists():  # finished, even if a later run of the
+            if (run_dir / SUMMARY_FILE).exists():  # finished, even if a later run of the
                 (run_dir / LOCK_FILE).unlink(missing_ok=True)  # pass failed
             lock.close()
     return out
 
 
 def _done(run_dir: Path, opts: RunOptions) -> Path:
-    R.verify_run(run_dir)
+    verify_run(run_dir)
     _say(opts, f"already done: {run_dir}")
     return run_dir
 
@@ -126,7 +143,7 @@ def _claim(run_dir: Path) -> Any:
     return f
 
 
-def _execute(cfgs: list[R.RunConfig], opts: RunOptions, run_dirs: list[Path]) -> None:
+def _execute(cfgs: list[RunConfig], opts: RunOptions, run_dirs: list[Path]) -> None:
     """Runs that share their model and split (see execute_group): one pass, each its sweep."""
     started = time.perf_counter()
     from eebench.measure.env import environment
@@ -136,14 +153,15 @@ def _execute(cfgs: list[R.RunConfig], opts: RunOptions, run_dirs: list[Path]) ->
         raise ValueError("execute_group: the runs do not share a model and a split")
     spec = get_task(cfg.task)  # evaluated
     trained = get_task(cfg.trained_on)  # the same task, or another one's (--eval-task)
-    env = environment(cfg.train.precision)  # the precision it trains in, with the hardware
+    imported = cfg.weights is not None  # weights made elsewhere: nothing trains
+    env = environment(None if imported else cfg.train.precision)  # with the hardware
     for c, run_dir in zip(cfgs, run_dirs, strict=True):
-        write_json(run_dir / R.CONFIG_FILE, c)
-        write_json(run_dir / R.ENV_FILE, env)
+        write_json(run_dir / CONFIG_FILE, c)
+        write_json(run_dir / ENV_FILE, env)
 
     from eebench.tasks.loaders import load_split
 
-    train_ex = load_split(trained, "train", opts.data_dir)
+    train_ex = None if imported else load_split(trained, "train", opts.data_dir)
     dev_ex = load_split(trained, "dev", opts.data_dir)  # training's own dev set
     if trained.name != spec.name:
         eval_ex = load_split(spec, cfg.split, opts.data_dir)
@@ -158,15 +176,16 @@ def _execute(cfgs: list[R.RunConfig], opts: RunOptions, run_dirs: list[Path]) ->
     method = get_method(cfg.method, **cfg.method_settings)
     # a rule run sweeps its own values over the method's one model (`sweep_variant`)
     variants = method.variants(cfg.sweep if cfg.rule is None else [])
-    full_layers = backbone_layers(cfg.model)
+    full_layers = cfg.weights.num_layers if imported else backbone_layers(cfg.model)
 
     from eebench.run.evaluate import full_pass, rule_record, sweep_variant
 
     results = [_Results() for _ in cfgs]
     for variant in variants:
-        # its models, trained one by one (one, but for a cascade), measured as one
-        ckpt_dir = [_train(cfg, m, trained, train_ex, dev_ex, opts)
-                    for m in variant.method.models(full_layers)]
+        # its models, trained one by one (one, or several run in turn), measured as one
+        ckpt_dir = [_imported(cfg, variant.method, opts)] if imported else [
+            _train(cfg, m, trained, train_ex, dev_ex, opts)
+            for m in variant.method.models(full_layers)]
         fp = full_pass(cfg, spec, ckpt_dir, eval_ex, opts)
         if len(cfgs) > 1:
             _say(opts, f"one pass over {len(eval_ex)} samples: sweeping "
@@ -176,48 +195,54 @@ def _execute(cfgs: list[R.RunConfig], opts: RunOptions, run_dirs: list[Path]) ->
                     len(variants))
     for c, run_dir, res in zip(cfgs, run_dirs, results, strict=True):
         _write_predictions(run_dir, res.arrays, res.extra)
-        atomic_write_text(run_dir / R.IDS_FILE, R.ids_text(eval_ex.ids, eval_ex.source))
-        R.write_points(run_dir / R.POINTS_FILE, res.points)
+        atomic_write_text(run_dir / IDS_FILE, ids_text(eval_ex.ids, eval_ex.source))
+        write_points(run_dir / POINTS_FILE, res.points)
         summary = _summary(c, run_dir, res.points, len(eval_ex), res.records)
-        summary.samples_sha256 = R.samples_hash(eval_ex.ids, eval_ex.texts)
+        summary.samples_sha256 = samples_hash(eval_ex.ids, eval_ex.texts)
         summary.rule = rule_record(c, method, spec)
-        summary.files = R.file_hashes(run_dir)  # the summary vouches for what was written
+        summary.files = file_hashes(run_dir)  # the summary vouches for what was written
         summary.wall_seconds = round(time.perf_counter() - started, 1)
-        write_json(run_dir / R.SUMMARY_FILE, summary)
+        write_json(run_dir / SUMMARY_FILE, summary)
 
 
 @dataclass
 class _Results:
     """One run's points, per-sample arrays and variant records, variant by variant."""
 
-    points: list[R.OperatingPoint] = field(default_factory=list)
+    points: list[OperatingPoint] = field(default_factory=list)
     arrays: dict[str, list[np.ndarray]] = field(
         default_factory=lambda: {"exit_layer": [], "prediction": []})
     extra: dict[str, np.ndarray] = field(default_factory=dict)
-    records: list[R.VariantRecord] = field(default_factory=list)
+    records: list[VariantRecord] = field(default_factory=list)
 
     def add(self, variant, measured, ckpt_dir: list[Path], n_variants: int) -> None:
         self.points += measured.points
         for k in self.arrays:
             self.arrays[k].append(measured.arrays[k])
-        key = R.logits_key(variant.name, n_variants)
+        key = logits_key(variant.name, n_variants)
         self.extra[key] = measured.logits
         for name, values in measured.signals.items():
             self.extra[f"{key}.{name}"] = values
         if measured.arrays.get("labels") is not None:
             self.extra["labels"] = measured.arrays["labels"]
         self.extra["lengths"] = measured.arrays["lengths"]
-        self.records.append(R.VariantRecord(
-            name=variant.name, sweep_values=[p.sweep_value for p in measured.points],
+        self.records.append(VariantRecord(
+            name=variant.name, sweep_values=[p.sweep for p in measured.points],
             logits_key=key, checkpoint=";".join(map(str, ckpt_dir)), **measured.structure))
 
 
-def _train(cfg: R.RunConfig, method: EarlyExitMethod, spec: TaskSpec, train_ex, dev_ex,
+def _train(cfg: RunConfig, method: EarlyExitMethod, spec: TaskSpec, train_ex, dev_ex,
            opts: RunOptions) -> Path:
     from eebench.train.loop import train
 
     return train(method, spec, cfg.model, train_ex, dev_ex, cfg.train, opts.checkpoints,
                  opts.console, pooling=cfg.pooling)
+
+
+def _imported(cfg: RunConfig, method: EarlyExitMethod, opts: RunOptions) -> Path:
+    from eebench.train.imported import import_checkpoint
+
+    return import_checkpoint(cfg.weights, method, opts.checkpoints, opts.console)
 
 
 def _write_predictions(run_dir: Path, arrays: dict[str, list[np.ndarray]],
@@ -229,15 +254,15 @@ def _write_predictions(run_dir: Path, arrays: dict[str, list[np.ndarray]],
     tensors = {k: np.ascontiguousarray(np.concatenate(v)) for k, v in arrays.items()}
     tensors.update({k: np.ascontiguousarray(v) for k, v in extra.items()})
     data = save(tensors)
-    with atomic_path(run_dir / R.PREDICTIONS_FILE) as tmp:
+    with atomic_path(run_dir / PREDICTIONS_FILE) as tmp:
         tmp.write_bytes(data)
 
 
-def _summary(cfg: R.RunConfig, run_dir: Path, points: list[R.OperatingPoint], n: int,
-             variants: list[R.VariantRecord]) -> R.RunSummary:
+def _summary(cfg: RunConfig, run_dir: Path, points: list[OperatingPoint], n: int,
+             variants: list[VariantRecord]) -> RunSummary:
     full = max(points, key=lambda p: (p.avg_exit_layer, p.mean_flops))
     mains = [p.main for p in points if p.main is not None]
-    return R.RunSummary(
+    return RunSummary(
         model=cfg.model, method=cfg.label, task=cfg.task, split=cfg.split, seed=cfg.seed,
         config_hash=run_dir.name, n_samples=n, num_points=len(points),
         full_model={"sweep_value": full.sweep_value, "main": full.main,

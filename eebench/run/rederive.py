@@ -18,7 +18,14 @@ from typing import TYPE_CHECKING
 import numpy as np
 
 from eebench.errors import DataError
-from eebench.run import artifacts as R
+from eebench.run.artifacts import (
+    PREDICTIONS_FILE,
+    SUMMARY_FILE,
+    RuleRecord,
+    RunFiles,
+    VariantRecord,
+    read_run,
+)
 
 if TYPE_CHECKING:
     from eebench.rules.base import ExitRule
@@ -41,7 +48,7 @@ class Rederived:
         return not self.mismatches
 
 
-def facts_for(run: R.RunFiles, variant: R.VariantRecord, arrays: dict[str, np.ndarray]
+def facts_for(run: RunFiles, variant: VariantRecord, arrays: dict[str, np.ndarray]
               ) -> ModelFacts:
     """What the variant's model gave its rule, from the run's files: whether the task is a
     regression (recorded; a model with one output where it is not), its classes (the logits'
@@ -55,10 +62,10 @@ def facts_for(run: R.RunFiles, variant: R.VariantRecord, arrays: dict[str, np.nd
     regression = rule.is_regression if rule.is_regression is not None else width == 1
     settings = variant.settings if variant.settings is not None else run.config.method_settings
     return ModelFacts(regression, width, variant.temperatures, tuple(_signals(arrays, variant)),
-                      dict(settings))
+                      dict(settings), rule_settings=dict(rule.settings or {}))
 
 
-def rule_at(run: R.RunFiles, value: float, facts: ModelFacts) -> ExitRule:
+def rule_at(run: RunFiles, value: float, facts: ModelFacts) -> ExitRule:
     """The run's rule at one sweep value, rebuilt; one line where the run lacks what it read."""
     from eebench.rules.base import FixedRule
     from eebench.rules.catalog import get_rule
@@ -84,7 +91,7 @@ def rule_at(run: R.RunFiles, value: float, facts: ModelFacts) -> ExitRule:
     return kind.build(value, facts)
 
 
-def rederive(run: Path | R.RunFiles) -> Rederived:
+def rederive(run: Path | RunFiles) -> Rederived:
     """Rebuild every stored decision of a finished run (a directory, or its files as read) from
     its files and compare: a point whose exit layers or predictions differ is one line in
     `mismatches`. A run that lacks what its rule read (a maxprob run's temperatures, before runs
@@ -94,20 +101,20 @@ def rederive(run: Path | R.RunFiles) -> Rederived:
     threads = torch.get_num_threads()
     torch.set_num_threads(1)  # small tensors, step by step: threads only wait for each other
     try:
-        return _rederive(run if isinstance(run, R.RunFiles) else R.read_run(Path(run)))
+        return _rederive(run if isinstance(run, RunFiles) else read_run(Path(run)))
     finally:
         torch.set_num_threads(threads)
 
 
-def _rederive(run: R.RunFiles) -> Rederived:
+def _rederive(run: RunFiles) -> Rederived:
     import torch
     from safetensors.numpy import load_file
 
     from eebench.rules.engine import simulate
 
     if run.summary is None:
-        raise DataError(f"{run.path}: not a finished run (no {R.SUMMARY_FILE})")
-    arrays = load_file(str(run.path / R.PREDICTIONS_FILE))
+        raise DataError(f"{run.path}: not a finished run (no {SUMMARY_FILE})")
+    arrays = load_file(str(run.path / PREDICTIONS_FILE))
     stored_exit, stored_pred = _array(run, arrays, "exit_layer"), _array(run, arrays, "prediction")
     if len(stored_exit) != len(run.points):
         raise DataError(f"{run.path}: {len(stored_exit)} rows of decisions for "
@@ -144,19 +151,19 @@ def _rederive(run: R.RunFiles) -> Rederived:
     return out
 
 
-def _rule_record(run: R.RunFiles) -> R.RuleRecord:
+def _rule_record(run: RunFiles) -> RuleRecord:
     if run.summary is None or run.summary.rule is None:
         raise DataError(f"{run.path}: its summary does not record the rule its points were "
                         "decided by")
     return run.summary.rule
 
 
-def _signals(arrays: dict[str, np.ndarray], variant: R.VariantRecord) -> list[str]:
+def _signals(arrays: dict[str, np.ndarray], variant: VariantRecord) -> list[str]:
     prefix = f"{variant.logits_key}."
     return sorted(k[len(prefix):] for k in arrays if k.startswith(prefix))
 
 
-def _array(run: R.RunFiles, arrays: dict[str, np.ndarray], key: str) -> np.ndarray:
+def _array(run: RunFiles, arrays: dict[str, np.ndarray], key: str) -> np.ndarray:
     if key not in arrays:
-        raise DataError(f"{run.path / R.PREDICTIONS_FILE}: no array {key!r}")
+        raise DataError(f"{run.path / PREDICTIONS_FILE}: no array {key!r}")
     return arrays[key]

@@ -26,7 +26,15 @@ import numpy as np
 
 from eebench.errors import DataError, UsageError
 from eebench.io import read_text
-from eebench.run import artifacts as R
+from eebench.run.artifacts import (
+    IDS_FILE,
+    PREDICTIONS_FILE,
+    SUMMARY_FILE,
+    OperatingPoint,
+    RunFiles,
+    VariantRecord,
+    verify_run,
+)
 from eebench.tasks.spec import get_task
 
 
@@ -34,7 +42,7 @@ from eebench.tasks.spec import get_task
 class Samples:
     """A finished run and its per-sample arrays; row p of the [P, N] arrays is point p."""
 
-    run: R.RunFiles
+    run: RunFiles
     ids: list[str]
     exit_layer: np.ndarray  # [P, N] 1-based
     prediction: np.ndarray  # [P, N]
@@ -43,10 +51,10 @@ class Samples:
     logits: dict[str, np.ndarray]  # logits key -> [E, N, C]
 
     @property
-    def points(self) -> list[R.OperatingPoint]:
+    def points(self) -> list[OperatingPoint]:
         return self.run.points
 
-    def variant_logits(self, p: int) -> tuple[R.VariantRecord, np.ndarray]:
+    def variant_logits(self, p: int) -> tuple[VariantRecord, np.ndarray]:
         v = self.run.summary.variant(self.points[p].variant)
         return v, self.logits[v.logits_key]
 
@@ -62,15 +70,15 @@ def load_samples(run_dir: Path) -> Samples:
     from safetensors.numpy import load_file
 
     run_dir = Path(run_dir)
-    run = R.verify_run(run_dir)
+    run = verify_run(run_dir)
     if run.summary is None:
-        raise DataError(f"{run_dir}: unfinished run (no {R.SUMMARY_FILE})",
+        raise DataError(f"{run_dir}: unfinished run (no {SUMMARY_FILE})",
                         hint="finish it with the same `eebench run` command")
-    arrays = load_file(str(run_dir / R.PREDICTIONS_FILE))
-    ids = read_text(run_dir / R.IDS_FILE).splitlines()
+    arrays = load_file(str(run_dir / PREDICTIONS_FILE))
+    ids = read_text(run_dir / IDS_FILE).splitlines()
     for key in ("exit_layer", "prediction", "lengths"):
         if key not in arrays:
-            raise DataError(f"{run_dir / R.PREDICTIONS_FILE}: no {key!r} array")
+            raise DataError(f"{run_dir / PREDICTIONS_FILE}: no {key!r} array")
     shape = (len(run.points), run.summary.n_samples)
     if arrays["exit_layer"].shape != shape or len(ids) != shape[1]:
         raise DataError(f"{run_dir}: arrays {arrays['exit_layer'].shape} and {len(ids)} ids do "
@@ -80,7 +88,7 @@ def load_samples(run_dir: Path) -> Samples:
                    arrays["lengths"], logits)
 
 
-def default_point(points: list[R.OperatingPoint]) -> int:
+def default_point(points: list[OperatingPoint]) -> int:
     """The point whose mean FLOPs are nearest half the full model's (the most expensive point
     of the run: every default sweep has one that runs every layer); the cheaper one on a tie."""
     full = max(p.mean_flops for p in points)
@@ -88,7 +96,7 @@ def default_point(points: list[R.OperatingPoint]) -> int:
                key=lambda i: (abs(points[i].mean_flops - full / 2), points[i].mean_flops))
 
 
-def point_index(points: list[R.OperatingPoint], value: float | None) -> int:
+def point_index(points: list[OperatingPoint], value: float | None) -> int:
     if value is None:
         return default_point(points)
     for i, p in enumerate(points):

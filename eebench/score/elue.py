@@ -22,9 +22,7 @@ from collections.abc import Mapping, Sequence
 import numpy as np
 
 from eebench.errors import UsageError
-
-EXTRAPOLATE = ("clamp", "linear")
-DEFAULT_EXTRAPOLATE = "clamp"
+from eebench.policy import DEFAULT_EXTRAPOLATE, EXTRAPOLATE
 
 
 def curve_at(

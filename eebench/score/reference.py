@@ -20,7 +20,7 @@ from pydantic import BaseModel, ConfigDict, Field, model_validator
 
 from eebench.errors import DataError
 from eebench.io import atomic_write_text, read_json, validated
-from eebench.run.artifacts import MAX_FLOPS, Metric
+from eebench.run.records import MAX_FLOPS, Metric
 from eebench.score.collect import Run, check_consistent, raw_points
 from eebench.score.stats import aggregate_seeds
 

@@ -50,6 +50,7 @@ from __future__ import annotations
 from collections.abc import Iterable, Iterator, Mapping
 from typing import TYPE_CHECKING, Any
 
+from eebench.run.records import sweep_number
 from eebench.score.collect import RawPoint
 
 if TYPE_CHECKING:
@@ -84,10 +85,10 @@ def results_frame(records: Iterable[Mapping[str, Any]]) -> pd.DataFrame:
     return frame
 
 
-def _point_columns(p) -> dict[str, Any]:
+def _point_columns(p, sweep_value: float) -> dict[str, Any]:
     """What a run's and a submission's operating points both hold (their classes differ)."""
     return {
-        "sweep_value": p.sweep_value, "main": p.main,
+        "sweep_value": sweep_value, "main": p.main,
         **{METRIC_PREFIX + name: value for name, value in p.metrics.items()},
         "mean_flops": p.mean_flops, "avg_exit_layer": p.avg_exit_layer,
         "params_total": p.params_total, "params_mean_used": p.params_mean_used,
@@ -114,7 +115,7 @@ def run_records(raw: Iterable[RawPoint]) -> Iterator[dict[str, Any]]:
             "sweep_param": p.sweep_param, "n_samples": p.n_samples, "num_layers": p.num_layers,
             "flops_convention": p.flops_convention, "main_metric": p.main_metric,
             "speedup": p.speedup, "disagreements": p.disagreements,
-            "run": str(rp.run.path), "row": rp.row, **_point_columns(p),
+            "run": str(rp.run.path), "row": rp.row, **_point_columns(p, p.sweep_value),
         }
 
 
@@ -133,5 +134,6 @@ def submission_records(submission, label: str | None = None) -> Iterator[dict[st
                     "n_samples": run.n_samples, "num_layers": entry.num_layers,
                     "flops_convention": s.flops.convention, "main_metric": entry.main_metric,
                     "speedup": entry.num_layers / p.avg_exit_layer, "disagreements": None,
-                    "run": run.config_hash, "row": row, **_point_columns(p),
+                    "run": run.config_hash, "row": row,
+                    **_point_columns(p, sweep_number(s.method.name, p.sweep)),
                 }

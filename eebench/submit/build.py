@@ -24,7 +24,22 @@ from pathlib import Path
 from eebench.errors import DataError
 from eebench.io import read_json, sha256_file
 from eebench.run.artifacts import ENV_FILE, PREDICTIONS_FILE
-from eebench.submit import schema as S
+from eebench.submit.schema import (
+    DataFile,
+    EebenchInfo,
+    EluScore,
+    Environment,
+    FlopsInfo,
+    Gpu,
+    MethodInfo,
+    ModelInfo,
+    ModelRun,
+    OperatingPoint,
+    RunEntry,
+    Submission,
+    TaskEntry,
+    Timing,
+)
 
 FLOPS_COUNTER = ("eebench per-module cost table: fvcore, cross-checked with torch "
                  "FlopCounterMode, summed along each sample's executed path at its token length")
@@ -63,7 +78,7 @@ def _one(runs, what: str, value) -> str:
 
 
 def _model_info(name: str, num_layers: int, params: int, pooling: str,
-                sizes: dict[str, int]) -> S.ModelInfo:
+                sizes: dict[str, int]) -> ModelInfo:
     from eebench.errors import EebenchError
     from eebench.models.backbones import resolve_backbone
 
@@ -72,7 +87,7 @@ def _model_info(name: str, num_layers: int, params: int, pooling: str,
     except EebenchError:  # a local directory that is gone since the runs: no hash to record
         where = name
     local = Path(where).is_dir() or name.startswith((".", "/", "~"))
-    return S.ModelInfo(
+    return ModelInfo(
         name=name, source="local" if local else "hub", revision=None,
         local_sha256=model_dir_sha256(Path(where)) if Path(where).is_dir() else None,
         num_layers=num_layers, params=params, pooling=pooling, **sizes,
@@ -123,7 +138,7 @@ def _mean_length(run) -> float:
     return float(lengths.mean())
 
 
-def _data_files(task: str, split: str, data_dir: Path | None) -> list[S.DataFile]:
+def _data_files(task: str, split: str, data_dir: Path | None) -> list[DataFile]:
     """The files a run of `task` read: train and dev (training), and the evaluated split."""
     from eebench.tasks.spec import get_task
 
@@ -135,26 +150,26 @@ def _data_files(task: str, split: str, data_dir: Path | None) -> list[S.DataFile
             if not path.is_file():
                 raise DataError(f"{path}: missing (the runs of {task} read it)",
                                 hint="pass the --data-dir the runs used")
-            out.append(S.DataFile(split=s, source="local", path=spec.local[s].path,
+            out.append(DataFile(split=s, source="local", path=spec.local[s].path,
                                   sha256=sha256_file(path)))
         elif data_dir is None and spec.hub is not None and s in spec.hub.splits:
             hub = f"{spec.hub.path}/{spec.hub.name}" if spec.hub.name else spec.hub.path
-            out.append(S.DataFile(split=s, source="hub", path=f"{hub}:{spec.hub.splits[s]}"))
+            out.append(DataFile(split=s, source="hub", path=f"{hub}:{spec.hub.splits[s]}"))
         elif data_dir is None and s in spec.local:  # not on the hub: a local file, unhashed
-            out.append(S.DataFile(split=s, source="local", path=spec.local[s].path))
+            out.append(DataFile(split=s, source="local", path=spec.local[s].path))
     return out
 
 
-def _environment(run_dir: Path) -> S.Environment:
+def _environment(run_dir: Path) -> Environment:
     env = read_json(run_dir / ENV_FILE)
     if not isinstance(env, dict):
         raise DataError(f"{run_dir / ENV_FILE}: not a JSON object")
     gpu = env.get("gpu") or None
     git = env.get("git") or {}
-    return S.Environment(
+    return Environment(
         cpu=env.get("cpu"), cpu_cores=env.get("cpu_cores_usable") or env.get("cpu_cores"),
         torch_threads=env.get("torch_threads"),
-        gpu=None if gpu is None else S.Gpu(
+        gpu=None if gpu is None else Gpu(
             name=gpu["name"], count=gpu["count"], memory_gb=gpu.get("memory_gb"),
             driver=gpu.get("driver"), cuda=gpu.get("cuda")),
         os=env.get("os"), python=env.get("python"), packages=env.get("packages") or {},
@@ -162,31 +177,32 @@ def _environment(run_dir: Path) -> S.Environment:
     )
 
 
-def _point(p) -> S.OperatingPoint:
+def _point(p) -> OperatingPoint:
     """A run's point in the submission format: its fields the format has, timings without their
     raw values."""
-    data = p.model_dump(include=set(S.OperatingPoint.model_fields) - {"timings"})
-    data["timings"] = [t.model_dump(include=set(S.Timing.model_fields)) for t in p.timings]
-    return S.OperatingPoint.model_validate(data)
+    data = p.model_dump(include=set(OperatingPoint.model_fields) - {"timings"})
+    data["timings"] = [t.model_dump(include=set(Timing.model_fields)) for t in p.timings]
+    return OperatingPoint.model_validate(data)
 
 
-def _elue(points, reference: Path, extrapolate: str, label: str) -> S.EluScore:
-    from eebench import score as sc
+def _elue(points, reference: Path, extrapolate: str, label: str) -> EluScore:
+    from eebench.score import load_reference
+    from eebench.score import score as score_points
     from eebench.score.elue import overall
 
-    ref = sc.load_reference(reference)
-    per_task = sc.score(points, ref, extrapolate).elue.get(label, {})
-    return S.EluScore(reference=ref.name, reference_sha256=sha256_file(Path(reference)),
+    ref = load_reference(reference)
+    per_task = score_points(points, ref, extrapolate).elue.get(label, {})
+    return EluScore(reference=ref.name, reference_sha256=sha256_file(Path(reference)),
                       reference_model=ref.model, extrapolate=extrapolate,
                       tasks=dict(sorted(per_task.items())), overall=overall(per_task))
 
 
-def _eebench_info() -> S.EebenchInfo:
+def _eebench_info() -> EebenchInfo:
     from eebench import __version__
     from eebench.measure.env import git_state
 
     git = git_state() or {}
-    return S.EebenchInfo(version=__version__, git_commit=git.get("commit"),
+    return EebenchInfo(version=__version__, git_commit=git.get("commit"),
                          git_dirty=git.get("dirty"))
 
 
@@ -196,7 +212,7 @@ def build_submission(
     reference: Path | None = None,
     name: str | None = None,
     extrapolate: str = "clamp",
-) -> S.Submission:
+) -> Submission:
     """A Submission from run directories (or parents, or globs), validated before it is returned:
     everything `eebench validate` checks, its ELUE score recomputed against `reference`."""
     from pydantic import ValidationError
@@ -218,10 +234,10 @@ def build_submission(
 
 
 def _build(inputs: Sequence[str | Path], data_dir: Path | None, reference: Path | None,
-           name: str | None, extrapolate: str) -> S.Submission:
-    from eebench import score as sc
+           name: str | None, extrapolate: str) -> Submission:
+    from eebench.score import aggregate_seeds, check_consistent, load_runs, raw_points
 
-    runs = sc.load_runs(inputs)
+    runs = load_runs(inputs)
     from eebench.score.quality import fill_quality
 
     fill_quality(runs)  # the quality fields of runs written without them, from their arrays
@@ -230,13 +246,13 @@ def _build(inputs: Sequence[str | Path], data_dir: Path | None, reference: Path 
     _one(runs, "method settings", lambda r: json.dumps(r.config.method_settings, sort_keys=True))
     convention = _one(runs, "FLOPs conventions", lambda r: r.config.flops_convention)
     pooling = _one(runs, "exit-head poolings", lambda r: r.config.pooling)
-    raw = sc.raw_points(runs)
-    sc.check_consistent(raw)
-    points = sc.aggregate_seeds(raw)  # refuses a seed given twice for one task
+    raw = raw_points(runs)
+    check_consistent(raw)
+    points = aggregate_seeds(raw)  # refuses a seed given twice for one task
     num_layers = int(_one(runs, "model depths", lambda r: str(r.points[0].num_layers)))
 
-    envs: list[S.Environment] = []
-    entries: dict[str, list[S.RunEntry]] = {}
+    envs: list[Environment] = []
+    entries: dict[str, list[RunEntry]] = {}
     for run in sorted(runs, key=lambda r: (r.config.task, r.config.seed)):
         env = _environment(run.path)
         if env not in envs:
@@ -244,16 +260,16 @@ def _build(inputs: Sequence[str | Path], data_dir: Path | None, reference: Path 
         predictions = run.path / PREDICTIONS_FILE
         if not predictions.is_file():
             raise DataError(f"{predictions}: missing (a submission records its sha256)")
-        entries.setdefault(run.config.task, []).append(S.RunEntry(
+        entries.setdefault(run.config.task, []).append(RunEntry(
             seed=run.config.seed, config_hash=run.config.key(),
             n_samples=run.points[0].n_samples, predictions_sha256=sha256_file(predictions),
             environment=envs.index(env), mean_length=_mean_length(run),
             max_length=run.config.max_seq_length, points=[_point(p) for p in run.points],
-            chained_models=_chained_models(run),
+            exit_paths=_exit_paths(run),
         ))
     first = {rp.point.task: rp.point for rp in reversed(raw)}  # each task's first point
     tasks = {
-        task: S.TaskEntry(
+        task: TaskEntry(
             split=first[task].split, main_metric=first[task].main_metric,
             metrics=list(first[task].metrics), num_layers=num_layers,
             data_files=_data_files(task, first[task].split, data_dir), runs=runs_of_task,
@@ -263,32 +279,37 @@ def _build(inputs: Sequence[str | Path], data_dir: Path | None, reference: Path 
 
     params = max(p.params_total for r in runs for p in r.points)
     label = raw[0].label
-    return S.Submission(
+    return Submission(
         name=name or f"{model.rstrip('/').split('/')[-1]}-{method}",
         created=datetime.now(timezone.utc).replace(microsecond=0).isoformat(),
         model=_model_info(model, num_layers, params, pooling,
                           _model_sizes(model, runs, num_layers)),
-        method=S.MethodInfo(name=method, sweep_param=runs[0].points[0].sweep_param,
+        method=MethodInfo(name=method, sweep_param=runs[0].points[0].sweep_param,
                             settings=dict(runs[0].config.method_settings)),
-        flops=S.FlopsInfo(convention=convention, counter=FLOPS_COUNTER),
+        flops=FlopsInfo(convention=convention, counter=FLOPS_COUNTER),
         seeds=sorted({r.config.seed for r in runs}),
         tasks=tasks, environments=envs, eebench=_eebench_info(),
         elue=_elue(points, reference, extrapolate, label) if reference is not None else None,
     )
 
 
-def write_submission(sub: S.Submission, out: Path) -> None:
+def write_submission(sub: Submission, out: Path) -> None:
     from eebench.io import atomic_write_text
 
     atomic_write_text(Path(out), sub.model_dump_json(indent=2) + "\n")
     Path(out).chmod(0o644)  # a file to share: readable by others, like any file a user writes
 
 
-def _chained_models(run) -> list[int] | None:
-    """A cascade's model depths (its one variant's exit layers), None for one model."""
-    chained = [v for v in run.variants if v.chained]
-    if not chained:
-        return None
-    if len(run.variants) != 1:
-        raise DataError(f"{run.path}: a cascade recorded with other models beside it")
-    return [int(k) for k in chained[0].exit_layers]
+def _exit_paths(run) -> list[list[ModelRun]]:
+    """What a sample answered at each exit of the run ran (its variants' exit paths), ordered by
+    the layer it answers at; two models answering at one layer are refused."""
+    paths: dict[int, list] = {}
+    for v in run.variants:
+        for path in v.exit_paths:
+            answer = path[-1].heads[-1]
+            if paths.get(answer, path) != path:
+                raise DataError(f"{run.path}: two of its models answer after layer {answer} "
+                                "along different paths")
+            paths[answer] = path
+    return [[ModelRun(layers=r.layers, heads=list(r.heads)) for r in paths[k]]
+            for k in sorted(paths)]

@@ -27,7 +27,15 @@ import numpy as np
 
 from eebench.errors import DataError, UsageError
 from eebench.io import atomic_files, read_text
-from eebench.run import artifacts as R
+from eebench.run.artifacts import (
+    CONFIG_FILE,
+    IDS_FILE,
+    POINTS_FILE,
+    PREDICTIONS_FILE,
+    SUMMARY_FILE,
+    RunFiles,
+    verify_run,
+)
 
 HEADER = ("index", "pred", "modules")
 
@@ -40,7 +48,9 @@ class Structure:
     hidden: int
     exit_layers: tuple[int, ...]
     pooling: str = "cls"
-    chained: bool = False  # each exit a complete model, run after the ones before (a cascade)
+    # What a sample answered at exit j ran (the variant's `exit_paths`): complete models in turn,
+    # each (layers, heads); empty: one model, its layers and heads up to the exit
+    paths: tuple[tuple[tuple[int, tuple[int, ...]], ...], ...] = ()
 
 
 @dataclass(frozen=True)
@@ -66,13 +76,15 @@ class Export:
 
 
 def modules(length: int, exit_layer: int, structure: Structure) -> str:
-    """The executed modules of one sample, with input shapes at its token length. In a cascade,
-    every model up to the one that answers, each whole, in turn."""
+    """The executed modules of one sample, with input shapes at its token length: along its
+    exit's path, every complete model run on the way, each whole, in turn."""
     n, d = int(length), structure.hidden
     head_input = f"({n},{d})" if structure.pooling == "mean" else f"({d})"
-    if structure.chained:
-        return "; ".join(modules(n, k, Structure(d, (k,), structure.pooling))
-                         for k in structure.exit_layers if k <= int(exit_layer))
+    if structure.paths:
+        runs = structure.paths[structure.exit_layers.index(int(exit_layer))]
+        if len(runs) > 1 or runs[0][0] != int(exit_layer):
+            return "; ".join(modules(n, layers, Structure(d, heads, structure.pooling))
+                             for layers, heads in runs)
     parts = [f"({n}),emb"]
     for layer in range(1, int(exit_layer) + 1):
         parts.append(f"({n},{d}),layer_{layer}")
@@ -94,10 +106,10 @@ def _hidden_of(model: str) -> int:
     return int(load_config(model).hidden_size)
 
 
-def structures(run: R.RunFiles) -> list[Structure]:
+def structures(run: RunFiles) -> list[Structure]:
     """One Structure per point: the recorded structure of the variant it was measured on."""
     if run.summary is None:
-        raise DataError(f"{run.path}: the run has not finished (no {R.SUMMARY_FILE})",
+        raise DataError(f"{run.path}: the run has not finished (no {SUMMARY_FILE})",
                         hint="rerun the same `eebench run` command to finish it")
     hidden: int | None = None
     out = []
@@ -105,8 +117,8 @@ def structures(run: R.RunFiles) -> list[Structure]:
         v = run.summary.variant(p.variant)
         if v.hidden_size is None and hidden is None:
             hidden = _hidden_of(run.config.model)
-        out.append(Structure(v.hidden_size or hidden, tuple(v.exit_layers), v.pooling,
-                             v.chained))
+        paths = tuple(tuple((r.layers, tuple(r.heads)) for r in path) for path in v.exit_paths)
+        out.append(Structure(v.hidden_size or hidden, tuple(v.exit_layers), v.pooling, paths))
     return out
 
 
@@ -124,15 +136,15 @@ def export_elue(run_dir: Path, out_dir: Path) -> Export:
     from eebench.tasks.spec import get_task
 
     run_dir, out_dir = Path(run_dir), Path(out_dir)
-    if not (run_dir / R.CONFIG_FILE).is_file():
-        raise DataError(f"{run_dir}: not a run directory (no {R.CONFIG_FILE})")
-    run = R.verify_run(run_dir)  # a finished run whose files match what its summary recorded
+    if not (run_dir / CONFIG_FILE).is_file():
+        raise DataError(f"{run_dir}: not a run directory (no {CONFIG_FILE})")
+    run = verify_run(run_dir)  # a finished run whose files match what its summary recorded
     cfg, points = run.config, run.points
     if not cfg.split.startswith("test"):
         raise UsageError(f"{run_dir}: a {cfg.split}-split run; ELUE takes test-set predictions",
                          hint=f"eebench run --split test ... (task {cfg.task})")
     spec = get_task(cfg.task)
-    pred_path = run_dir / R.PREDICTIONS_FILE
+    pred_path = run_dir / PREDICTIONS_FILE
     if not pred_path.is_file():
         raise DataError(f"{pred_path}: missing")
     try:
@@ -148,7 +160,7 @@ def export_elue(run_dir: Path, out_dir: Path) -> Export:
     if exit_layer.shape != (len(points), n) or prediction.shape != exit_layer.shape:
         raise DataError(f"{pred_path}: arrays of shape {exit_layer.shape} and "
                         f"{prediction.shape} for {len(points)} points and {n} samples")
-    ids_path = run_dir / R.IDS_FILE
+    ids_path = run_dir / IDS_FILE
     if not ids_path.is_file():
         raise DataError(f"{ids_path}: missing (it holds the test file's index column)",
                         hint="rerun the run with --overwrite")
@@ -161,7 +173,7 @@ def export_elue(run_dir: Path, out_dir: Path) -> Export:
 
     names = [file_name(cfg.task, cfg.split, p.sweep_param, p.sweep_value) for p in points]
     if len(set(names)) != len(names):
-        raise DataError(f"{run_dir / R.POINTS_FILE}: a sweep value appears twice")
+        raise DataError(f"{run_dir / POINTS_FILE}: a sweep value appears twice")
     files = []
     # every file is checked and written to a temporary file first; they replace the previous
     # export together, so a bad point or a full disk leaves the output directory as it was

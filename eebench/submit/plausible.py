@@ -44,10 +44,11 @@ one C-way classifier and at most one pooler per layer plus the backbone's own an
 layer as above, with 0.5% slack either way (MPNet's relative position bias, 32 per head, is in
 it).
 
-A cascade (a run's `chained_models`: complete models of depths d_1 < ... < d_S run one after
-another) is bounded as the model it is: a sample answered at depth d_j ran d_1 + ... + d_j
-layers (the histogram is read that way), the embeddings' allowance counts S models, and its
-parameters are the sum of S complete models of those depths.
+What a sample answered at each exit ran is the run's `exit_paths`: one model's layers up to the
+exit, or, for complete models run one after another (depths d_1 < ... < d_S),
+models 1..j whole. The bounds read the histogram by layers run (a sample answered at depth d_j
+ran d_1 + ... + d_j layers), the embeddings' allowance counts the models run, and the parameters
+of several models are the sum of complete models of their depths.
 """
 
 from __future__ import annotations
@@ -108,26 +109,25 @@ def depth_length_bounds(hist: list[int], mean_length: float, max_length: int
     return fill(range(len(hist))), fill(range(len(hist) - 1, -1, -1))
 
 
-def chained_histogram(hist: list[int], depths: list[int]) -> list[int]:
-    """A cascade's histogram by layers run: a sample answered at depth d_j ran models 1..j, so
-    d_1 + ... + d_j layers (models of 1, 2, 4, 6 layers: 1, 3, 7, 13)."""
-    out = [0] * sum(depths)
-    ran = 0
-    for d in depths:
-        ran += d
-        out[ran - 1] = hist[d - 1]
-    return out
+def ran_histogram(hist: list[int], paths: dict[int, list[int]]) -> tuple[list[int], int]:
+    """The histogram by layers run, and the most models a sample ran: a sample answered at layer
+    k ran the models of `paths[k]` (their depths) in turn, so their layers' sum (models of 1, 2,
+    4 and 6 layers: 1, 3, 7, 13)."""
+    answered = {k + 1: h for k, h in enumerate(hist) if h}
+    ran = {k: sum(paths.get(k, [k])) for k in answered}
+    out = [0] * max([len(hist), *ran.values()])
+    for k, h in answered.items():
+        out[ran[k] - 1] += h
+    return out, max((len(paths.get(k, [k])) for k in answered), default=1)
 
 
 def flops_bounds(dims: Dims, hist: list[int], mean_length: float, max_length: int,
-                 num_labels: int, convention: str, chained: list[int] | None = None
+                 num_labels: int, convention: str, paths: dict[int, list[int]] | None = None
                  ) -> tuple[float, float]:
-    """(lowest, highest) mean FLOPs per sample of a point (see the module docstring). A cascade
-    (`chained`: its models' depths) counts every layer run on the way, and each model's
-    embeddings."""
-    models = 1
-    if chained is not None:
-        hist, models = chained_histogram(hist, chained), len(chained)
+    """(lowest, highest) mean FLOPs per sample of a point (see the module docstring). `paths`:
+    the depths of the models a sample answered at layer k ran (None: layers 1..k of one
+    model); every layer run on the way counts, and each model's embeddings."""
+    hist, models = ran_histogram(hist, paths or {})
     d, f, c = float(dims.hidden), float(dims.intermediate), float(num_labels)
     n = float(sum(hist))
     depth = sum((k + 1) * h for k, h in enumerate(hist)) / n  # mean layers run per sample
@@ -157,14 +157,14 @@ def backbone_params(dims: Dims, layers: int) -> int:
 
 
 def params_bounds(dims: Dims, deepest: int, num_labels: int,
-                  chained: list[int] | None = None) -> tuple[float, float]:
+                  in_turn: list[int] | None = None) -> tuple[float, float]:
     """(fewest, most) parameters of a model of `dims` whose deepest exit is at layer `deepest`,
-    with its exit heads for `num_labels` outputs; of a cascade (`chained`: its models' depths),
-    the sum over its models, each a complete model of its depth."""
+    with its exit heads for `num_labels` outputs; of complete models run in turn (`in_turn`:
+    their depths), the sum over them, each a complete model of its depth."""
     d, c = dims.hidden, num_labels
     classifier, pooler = d * c + c, d * d + d
     low = high = 0
-    for depth, big in ([(k, k) for k in chained] if chained else [(deepest, dims.layers)]):
+    for depth, big in ([(k, k) for k in in_turn] if in_turn else [(deepest, dims.layers)]):
         low += backbone_params(dims, depth) + classifier
         high += backbone_params(dims, big) + pooler + big * (2 * pooler + classifier)
     return low * (1 - PARAMS_SLACK), high * (1 + PARAMS_SLACK)
@@ -197,17 +197,20 @@ def check_costs(sub: Submission) -> None:
             if run.max_length > m.max_position_embeddings:
                 raise DataError(f"{where}: max_length {run.max_length} exceeds the model's "
                                 f"max_position_embeddings {m.max_position_embeddings}")
+            paths = {path[-1].heads[-1]: [r.layers for r in path] for path in run.exit_paths}
+            longest = max(paths.values(), key=len)
+            in_turn = longest if len(longest) > 1 else None  # complete models run in turn
             for j, p in enumerate(run.points):
                 hist = p.exit_histogram
                 low, high = flops_bounds(dims, hist, run.mean_length, run.max_length, labels,
-                                         convention, run.chained_models)
+                                         convention, paths)
                 if not low <= p.mean_flops <= high:
                     raise DataError(
                         f"{where}.points.{j}: mean_flops {p.mean_flops:.6g} is outside "
                         f"[{low:.6g}, {high:.6g}], what {model} can cost at a mean length of "
                         f"{run.mean_length:g} tokens (at most {run.max_length}) under {convention}")
                 deepest = max(k + 1 for k, h in enumerate(hist) if h)
-                low, high = params_bounds(dims, deepest, labels, run.chained_models)
+                low, high = params_bounds(dims, deepest, labels, in_turn)
                 if not low <= p.params_total <= high:
                     raise DataError(
                         f"{where}.points.{j}: params_total {p.params_total:,} is outside "

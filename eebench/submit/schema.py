@@ -17,8 +17,12 @@ only when the format does. Version 2 added the model's sizes (hidden_size, inter
 vocab_size, max_position_embeddings, type_vocab_size), each run's token lengths (mean_length,
 max_length), the reference's sha256, and made `split` a Literal, `created` a checked ISO 8601
 time and `main` null for an unlabelled (test) split; version-1 files are refused (rebuild them
-with `eebench submit`). A version-2 run may declare `chained_models` (a cascade's model depths;
-optional, so every earlier version-2 file stays valid).
+with `eebench submit`). Version 3 names each point's sweep values (`sweep`: {"threshold": 0.3},
+PCEE's {"patience": 2, "threshold": 0.3}) where version 2 wrote one number (`sweep_value`, PCEE's
+pair packed as 2.3), and records for each run what a sample answered at each exit ran
+(`exit_paths`: the complete models in turn, their layers and heads) where version 2 declared only
+a cascade's model depths (`chained_models`); version-2 files are read through
+eebench.submit.upgrade.
 
 Every string (names, keys, free text) holds only characters a page or a terminal shows as they
 are: a control character (newline, NUL, ESC), a bidirectional override or isolate (U+202E, which
@@ -43,10 +47,11 @@ from pydantic import (
     StrictFloat,
     StrictInt,
     field_validator,
-    model_serializer,
 )
 
-SUBMISSION_SCHEMA_VERSION = 2
+from eebench.policy import EXTRAPOLATE
+
+SUBMISSION_SCHEMA_VERSION = 3
 SCHEMA_ID = "https://eebench.dev/leaderboard/schema.json"
 FLOPS_UNIT = "FLOPs per sample"
 
@@ -58,6 +63,7 @@ MAX_POINTS = 1000  # per run
 MAX_LAYERS = 256
 MAX_METRICS = 16
 MAX_TIMINGS = 16  # per point
+MAX_PARAMS_PER_POINT = 8  # named sweep values of one point
 MAX_FILES = 16  # data files per task
 MAX_ITEMS = 256  # seeds, environments, packages, settings, data files, latency statistics
 MAX_SAMPLES = 10**9
@@ -156,7 +162,10 @@ class Timing(_Strict):
 class OperatingPoint(_Strict):
     """One sweep value of one run: its metrics, its cost and where its samples exited."""
 
-    sweep_value: float
+    sweep: dict[Key, StrictInt | StrictFloat] = Field(
+        min_length=1, max_length=MAX_PARAMS_PER_POINT, description=(
+            "its sweep values by name, in the rule's order, e.g. {\"threshold\": 0.3} or "
+            "{\"patience\": 2, \"threshold\": 0.3}"))
     metrics: dict[Key, Percent] = Field(max_length=MAX_METRICS)  # empty for a test split
     main: Percent | None  # metrics[main_metric]; null for a test split (no labels)
     mean_flops: float = Field(gt=0)
@@ -181,6 +190,13 @@ class OperatingPoint(_Strict):
                                     "prediction gets wrong where the full-depth one is right")
 
 
+class ModelRun(_Strict):
+    """One complete model run on a sample's way to its answer."""
+
+    layers: Size
+    heads: list[Size] = Field(min_length=1, max_length=MAX_LAYERS)
+
+
 class RunEntry(_Strict):
     """One run directory (one seed) of one task."""
 
@@ -194,18 +210,13 @@ class RunEntry(_Strict):
     max_length: Size = Field(description="the longest token sequence the run allowed "
                                          "(its max_seq_length)")
     points: list[OperatingPoint] = Field(min_length=1, max_length=MAX_POINTS)
-    chained_models: list[Size] | None = Field(default=None, max_length=MAX_LAYERS, description=(
-        "a cascade: the depths of the complete models run one after another (a sample answered "
-        "at layer d_j ran models 1..j whole, each with its own embeddings and heads); null: one "
-        "model"))
-
-    @model_serializer(mode="wrap")
-    def _one_model_unsaid(self, handler):
-        """One model writes no `chained_models`, as files written before it was added."""
-        data = handler(self)
-        if self.chained_models is None:
-            data.pop("chained_models", None)
-        return data
+    exit_paths: list[Annotated[list[ModelRun], Field(min_length=1, max_length=MAX_LAYERS)]] = (
+        Field(min_length=1, max_length=MAX_LAYERS, description=(
+            "per exit, in order, what a sample answered there ran: the complete models run in "
+            "turn (one for a multi-exit model; models 1..j for exit j of models run in turn), "
+            "each its "
+            "layers 1..layers and the exit heads after the layers heads, the last head of the "
+            "last model answering; the union over a run's models (static: one exit each)")))
 
 
 class DataFile(_Strict):
@@ -262,7 +273,7 @@ class EluScore(_Strict):
         "sha256 of the reference file's bytes: `eebench validate` finds the reference by name "
         "and refuses another content"))
     reference_model: Text
-    extrapolate: Literal["clamp", "linear"]
+    extrapolate: Literal[EXTRAPOLATE]  # eebench.policy.Extrapolate's values
     tasks: dict[Key, float] = Field(min_length=1, max_length=MAX_TASKS)
     overall: float
 

@@ -38,7 +38,14 @@ from eebench.submit.rescore import (
     default_references_dir,
     elue_scores,
 )
-from eebench.submit.schema import SUBMISSION_SCHEMA_VERSION, OperatingPoint, Submission, TaskEntry
+from eebench.submit.schema import (
+    SUBMISSION_SCHEMA_VERSION,
+    ModelRun,
+    OperatingPoint,
+    RunEntry,
+    Submission,
+    TaskEntry,
+)
 
 if TYPE_CHECKING:
     from eebench.tasks.spec import TaskSpec
@@ -155,6 +162,9 @@ def parse_submission(data: object) -> Submission:
     if not isinstance(data, dict):
         raise DataError(f"not a submission: the top level is a JSON {type(data).__name__}, "
                         "not an object")
+    from eebench.submit.upgrade import upgrade  # the one place that knows earlier versions
+
+    data = upgrade(data)
     version = data.get("schema_version")
     if version != SUBMISSION_SCHEMA_VERSION or isinstance(version, bool):
         raise DataError(f"schema_version {_short(repr(version), 40)} is not supported",
@@ -213,45 +223,50 @@ def _check_point(p: OperatingPoint, where: str, t: TaskEntry, n_samples: int,
                         f"{p.params_total} total, model {model_params})")
 
 
-def _check_chained(depths: list[int] | None, where: str, num_layers: int) -> None:
-    """A cascade's declared models: at least two, of growing depth, the deepest within L."""
-    if depths is None:
-        return
-    if len(depths) < 2 or any(a >= b for a, b in zip(depths, depths[1:])):
-        raise DataError(f"{where}: chained_models {depths} are not two or more depths, "
-                        "strictly increasing")
-    if depths[-1] > num_layers:
-        raise DataError(f"{where}: chained_models reach layer {depths[-1]} of a "
-                        f"{num_layers}-layer model")
+def _check_paths(run: RunEntry, where: str, num_layers: int) -> dict[int, list[ModelRun]]:
+    """What a run's exits ran: each complete model within the model's L layers, its heads
+    ascending within its layers; each exit answering at its own layer, in order. The paths by
+    the layer they answer at."""
+    answers: dict[int, list[ModelRun]] = {}
+    for j, path in enumerate(run.exit_paths):
+        for r in path:
+            if r.layers > num_layers or any(a >= b for a, b in zip(r.heads, r.heads[1:])) or \
+                    r.heads[-1] > r.layers:
+                raise DataError(f"{where}.exit_paths.{j}: a model of {r.layers} layers with heads "
+                                f"after layers {r.heads} in a {num_layers}-layer model")
+        answer = path[-1].heads[-1]
+        if answers and answer <= max(answers):
+            raise DataError(f"{where}.exit_paths.{j}: answers at layer {answer}, not after the "
+                            f"exits before it ({sorted(answers)})")
+        answers[answer] = path
+    return answers
 
 
-def _check_answers(p: OperatingPoint, where: str, depths: list[int] | None) -> None:
-    """In a cascade, samples are answered only at its models' depths."""
-    if depths is None:
-        return
-    stray = [k + 1 for k, h in enumerate(p.exit_histogram) if h and k + 1 not in depths]
+def _check_answers(p: OperatingPoint, where: str, answers: dict[int, list[ModelRun]]) -> None:
+    """Samples exit only at layers where an exit answers."""
+    stray = [k + 1 for k, h in enumerate(p.exit_histogram) if h and k + 1 not in answers]
     if stray:
-        raise DataError(f"{where}: samples exit at layers {stray}, where no model of the "
-                        f"cascade {depths} answers")
+        raise DataError(f"{where}: samples exit at layers {stray}, where no exit of the run "
+                        f"answers ({sorted(answers)})")
 
 
-def _check_flops_grow(points: list[OperatingPoint], where: str, sweep_param: str) -> None:
+def _check_flops_grow(points: list[OperatingPoint], where: str) -> None:
     """One model on one task, swept along one parameter: running deeper on average never costs
     fewer FLOPs. Along one threshold or patience every sample exits no earlier as the exits
-    get stricter, so its FLOPs never fall. A registered rule's grid of pairs (PCEE's
-    patience+threshold) is not one ordered sweep (a point can run deeper on average on shorter
-    samples, and cost less), but each line of the grid is: one patience with its thresholds,
-    one threshold with its patiences. The check holds along each."""
-    if sweep_param not in _pair_sweeps():
+    get stricter, so its FLOPs never fall. A grid of several named values (PCEE's patience and
+    threshold) is not one ordered sweep (a point can run deeper on average on shorter samples,
+    and cost less), but each line of the grid is: one parameter moving, the others fixed (one
+    patience with its thresholds, one threshold with its patiences). The check holds along each.
+    """
+    names = {name for p in points for name in p.sweep}
+    if len(names) < 2:
         _check_ordered(points, where)
         return
-    from eebench.rules.catalog import split_pair
-
-    pairs = [split_pair(p.sweep_value) for p in points]
-    for axis in (0, 1):
-        lines: dict[float, list[OperatingPoint]] = {}
-        for p, pair in zip(points, pairs, strict=True):
-            lines.setdefault(pair[axis], []).append(p)
+    for moving in sorted(names):
+        lines: dict[tuple, list[OperatingPoint]] = {}
+        for p in points:
+            fixed = tuple(sorted((k, v) for k, v in p.sweep.items() if k != moving))
+            lines.setdefault(fixed, []).append(p)
         for line in lines.values():
             _check_ordered(line, where)
 
@@ -264,14 +279,6 @@ def _check_ordered(points: list[OperatingPoint], where: str) -> None:
                 f"{where}: FLOPs fall as samples run deeper (avg exit layer {a.avg_exit_layer:g}:"
                 f" {a.mean_flops:g} FLOPs, {b.avg_exit_layer:g}: {b.mean_flops:g})"
             )
-
-
-def _pair_sweeps() -> set[str]:
-    """The sweep parameters of the registered rules whose sweep is a grid of pairs."""
-    from eebench.rules.catalog import RULES, get_rule
-
-    return {kind.sweep_param for kind in map(get_rule, RULES.names())
-            if "+" in kind.sweep_param}
 
 
 def task_spec(task: str) -> TaskSpec:
@@ -325,11 +332,14 @@ def check_submission(sub: Submission) -> None:
             if run.environment >= len(sub.environments):
                 raise DataError(f"{where}: environment {run.environment} does not exist "
                                 f"({len(sub.environments)} given)")
-            _check_chained(run.chained_models, where, t.num_layers)
+            answers = _check_paths(run, where, t.num_layers)
             for j, p in enumerate(run.points):
                 _check_point(p, f"{where}.points.{j}", t, run.n_samples, sub.model.params)
-                _check_answers(p, f"{where}.points.{j}", run.chained_models)
-            _check_flops_grow(run.points, where, sub.method.sweep_param)
+                _check_answers(p, f"{where}.points.{j}", answers)
+                if "+".join(p.sweep) != sub.method.sweep_param:
+                    raise DataError(f"{where}.points.{j}: sweep names {', '.join(p.sweep)}, not "
+                                    f"the method's {sub.method.sweep_param!r}")
+            _check_flops_grow(run.points, where)
     if sorted(set(sub.seeds)) != sorted(run_seeds) or len(set(sub.seeds)) != len(sub.seeds):
         raise DataError(f"seeds {sub.seeds} are not the seeds of the runs {sorted(run_seeds)}")
     largest = max(p.params_total for t in sub.tasks.values() for r in t.runs for p in r.points)

@@ -32,6 +32,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+from eebench.errors import one_line
 from eebench.testing.tiny import NUM_LAYERS, examples, tiny_backbone
 
 
@@ -60,8 +61,7 @@ class Conformance:
         try:
             yield
         except Exception as e:
-            text = " ".join(str(e).split())[:300] or type(e).__name__
-            self.problems.append(f"{what}: {type(e).__name__}: {text}")
+            self.problems.append(f"{what}: {one_line(e, limit=300, named=True)}")
         else:
             self.passed.append(what)
 
@@ -196,7 +196,7 @@ def _check_description(report: Conformance, method: Any, name: str) -> None:
 def _check_structure(report: Conformance, method: Any, backbone: Path) -> None:
     import torch
 
-    from eebench.methods.base import Stage
+    from eebench.methods import Stage
     from eebench.models.multi_exit import build_model, reads_previous
 
     for variant in method.variants(method.default_sweep(NUM_LAYERS, False, 2))[:1]:

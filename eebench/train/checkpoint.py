@@ -36,7 +36,7 @@ from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from eebench.errors import DataError, EebenchError
+from eebench.errors import DataError, EebenchError, one_line
 from eebench.io import read_json, write_json
 
 if TYPE_CHECKING:
@@ -76,7 +76,7 @@ class TrainState:
 
 
 def _one_line(e: BaseException) -> str:
-    return " ".join(str(e).split())[:300] or type(e).__name__
+    return one_line(e, limit=300)
 
 
 HINT = "delete the checkpoint directory or rerun with --overwrite"

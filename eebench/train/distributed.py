@@ -40,7 +40,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from eebench.errors import EebenchError, UsageError
+from eebench.errors import EebenchError, UsageError, one_line
 
 if TYPE_CHECKING:
     import torch
@@ -256,7 +256,7 @@ def join(batch_size: int, device: str | None) -> Processes:
     try:
         state = PartialState(cpu=cpu)
     except (RuntimeError, ValueError, OSError) as e:
-        why = " ".join(str(e).split())
+        why = one_line(e, limit=2000)
         if "EADDRINUSE" in why:  # rank 0 serves the rendezvous at MASTER_ADDR:MASTER_PORT
             where = f"{os.environ.get('MASTER_ADDR')}:{os.environ.get('MASTER_PORT')}"
             raise UsageError(f"process {rank} cannot serve the job's rendezvous at {where}: "

@@ -29,7 +29,7 @@ from eebench.train.config import TrainConfig, run_config
 if TYPE_CHECKING:
     import torch
 
-    from eebench.methods.base import EarlyExitMethod, Stage
+    from eebench.methods import EarlyExitMethod, Stage
     from eebench.tasks.spec import TaskSpec
 
 def linear_schedule(step: int, total: int, warmup: int) -> float:

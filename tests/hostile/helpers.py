@@ -10,15 +10,7 @@ from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from pathlib import Path
 
-from typer.testing import CliRunner
-
-from eebench.cli import app
-
-runner = CliRunner()
-
-
-def invoke(*args: object, env: dict[str, str] | None = None):
-    return runner.invoke(app, [str(a) for a in args], env=env)
+from tests.cli import invoke
 
 
 def _describe(result) -> str:

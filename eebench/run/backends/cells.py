@@ -26,8 +26,9 @@ from datetime import datetime, timezone
 from pathlib import Path
 from typing import Any, Literal
 
+from eebench import errors
 from eebench.io import atomic_write_text, read_json, write_json
-from eebench.run import artifacts as R
+from eebench.run.artifacts import SUMMARY_FILE, RunConfig, verify_run
 from eebench.run.execute import RunOptions, execute_group, run_dir_for, same_pass
 
 ERROR_FILE = "error.json"
@@ -42,11 +43,11 @@ Status = Literal["done", "failed", "todo"]
 class Cell:
     """One trained model's runs, as a worker gets them."""
 
-    runs: tuple[R.RunConfig, ...]
-    in_domain: tuple[R.RunConfig, ...] = ()  # --eval-task: the same training on its own task
+    runs: tuple[RunConfig, ...]
+    in_domain: tuple[RunConfig, ...] = ()  # --eval-task: the same training on its own task
 
     @property
-    def config(self) -> R.RunConfig:
+    def config(self) -> RunConfig:
         """The method's own run (the others sweep other rules on its model)."""
         return self.runs[0]
 
@@ -90,7 +91,7 @@ class CellOutcome:
     engine_retried: bool = field(default=False, repr=False)
 
 
-def cells_of(runs: list[R.RunConfig], in_domain: list[R.RunConfig]) -> list[Cell]:
+def cells_of(runs: list[RunConfig], in_domain: list[RunConfig]) -> list[Cell]:
     """The grid's cells, in its order: consecutive runs that share a pass go together, and
     each run's in-domain twin with it."""
     groups: list[list[int]] = []
@@ -112,9 +113,9 @@ def status(cell: Cell, out: Path | str) -> Status:
     """done (every run's summary present and verified; a damaged run is one error line, as
     `eebench run` says it), failed (an error record) or todo."""
     dirs = [run_dir_for(rc, Path(out)) for rc in cell.runs]
-    if all((d / R.SUMMARY_FILE).exists() for d in dirs):
+    if all((d / SUMMARY_FILE).exists() for d in dirs):
         for d in dirs:
-            R.verify_run(d)
+            verify_run(d)
         return "done"
     return "failed" if (dirs[0] / ERROR_FILE).exists() else "todo"
 
@@ -125,8 +126,7 @@ def read_error(cell: Cell, out: Path | str) -> dict[str, Any] | None:
 
 
 def one_line(e: BaseException) -> str:
-    text = " ".join(str(e).split())
-    return f"{type(e).__name__}: {text}" if text else type(e).__name__
+    return errors.one_line(e, limit=2000, named=True)
 
 
 def write_error(run_dir: Path, error: str, kind: str, attempt: int, backend: str,

@@ -17,7 +17,7 @@ from typing import Any
 
 from eebench.errors import DataError, EebenchError
 from eebench.io import read_json
-from eebench.run import artifacts as R
+from eebench.run.artifacts import SUMMARY_FILE
 from eebench.run.backends.cells import Cell, cell_dir, read_error, status
 
 
@@ -79,7 +79,8 @@ def train_steps(cell: Cell, data_dir: Path | None) -> int | None:
     for variant in get_method(rc.method, **rc.method_settings).variants(rc.sweep):
         from eebench.run.execute import backbone_layers
 
-        for model in variant.method.models(backbone_layers(rc.model)):  # a cascade: several
+        # one model, or several run in turn
+        for model in variant.method.models(backbone_layers(rc.model)):
             for stage in model.stages():
                 steps += per_epoch * train.for_stage(stage.name, heads_only=False).epochs
     return steps
@@ -106,7 +107,7 @@ def _estimate(cell: Cell, out: Path) -> tuple[float | None, str | None]:
     candidates = [here] + sorted((p for p in here.parent.glob("*") if p != here),
                                  key=lambda p: p.stat().st_mtime, reverse=True)
     for run_dir in candidates:
-        summary = run_dir / R.SUMMARY_FILE
+        summary = run_dir / SUMMARY_FILE
         if not summary.is_file():
             continue
         try:

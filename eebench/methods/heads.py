@@ -1,0 +1,51 @@
+"""A method's exit heads, by default: one head per layer, each pooler -> dropout -> linear on its
+own copy of the pretrained pooler. A method changes only what differs (where its heads sit,
+whether they share one pooler, what one head is)."""
+
+from __future__ import annotations
+
+from typing import TYPE_CHECKING, Any
+
+if TYPE_CHECKING:  # torch stays out of `eebench --help`
+    from torch import nn
+
+    from eebench.models.multi_exit import ExitHeads
+
+
+class HeadDefaults:
+    """The heads part of EarlyExitMethod."""
+
+    def head_layers(self, num_layers: int) -> tuple[int, ...]:
+        """The layers with an exit after them (1-based) on a backbone of `num_layers` layers:
+        every one, by default. The model keeps the layers up to the last of them."""
+        return tuple(range(1, num_layers + 1))
+
+    def shares_pooler(self) -> bool:
+        """One pooler for every exit (PABEE's), or each exit its own copy (the default)."""
+        return False
+
+    def make_head(self, pooler: nn.Module, config: Any, num_labels: int, own_pooler: bool
+                  ) -> nn.Module:
+        """One exit's head: pooler -> dropout -> linear (eebench.models.multi_exit.ExitHead)."""
+        from eebench.models.multi_exit import ExitHead
+
+        return ExitHead(pooler, config, num_labels, own_pooler=own_pooler)
+
+    def build_heads(self, config: Any, num_labels: int, num_layers: int, pooler: nn.Module
+                    ) -> ExitHeads:
+        """Exit heads for a backbone of `num_layers` layers: a head (`make_head`) after each of
+        `head_layers`, on a copy of `pooler` each or on one shared copy (`shares_pooler`).
+        `pooler` already pools the model's way ([CLS] or masked mean), from the pretrained
+        pooler where the checkpoint has one."""
+        import copy
+
+        from torch import nn
+
+        from eebench.models.multi_exit import ExitHeads
+
+        layers = self.head_layers(num_layers)
+        shared = copy.deepcopy(pooler) if self.shares_pooler() else None
+        heads = [self.make_head(copy.deepcopy(pooler) if shared is None else shared, config,
+                                num_labels, own_pooler=shared is None or i == 0)
+                 for i in range(len(layers))]
+        return ExitHeads(nn.ModuleList(heads), layers)
