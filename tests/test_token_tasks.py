@@ -25,6 +25,7 @@ from eebench.tasks.loaders import Examples, load_split
 from eebench.tasks.metrics import compute_metrics, majority_baseline
 from eebench.tasks.seqlabel import to_iob2
 from eebench.tasks.spec import get_task
+from tests.test_data_cli import _no_env_data_dir, _write  # noqa: F401 (a fixture)
 
 CONLL, WNUT = get_task("conll2003"), get_task("wnut17")
 runner = CliRunner()
@@ -38,16 +39,6 @@ def names(spec, sentences) -> list[list[str]]:
     return [[spec.labels[t] for t in s] for s in sentences]
 
 
-def _write(root: Path, rel: str, text: str | bytes) -> Path:
-    path = root / rel
-    path.parent.mkdir(parents=True, exist_ok=True)
-    path.write_bytes(text if isinstance(text, bytes) else text.encode())
-    return path
-
-
-@pytest.fixture(autouse=True)
-def _no_env_data_dir(monkeypatch):
-    monkeypatch.delenv("EEBENCH_DATA_DIR", raising=False)
 
 
 @pytest.fixture(scope="module")
