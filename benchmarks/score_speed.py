@@ -38,6 +38,7 @@ import numpy as np
 
 from eebench.measure.env import cpu_model, package_versions, usable_cores
 from eebench.run.artifacts import JOINT, OperatingPoint, RunConfig, VariantRecord
+from eebench.run.upgrade import exit_paths
 from eebench.score import Run, aggregate_seeds, build_reference, raw_points, score
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -76,7 +77,7 @@ def make_run(rng, method: str, task: str, seed: int, values: list[float]) -> Run
         main = 50 + 30 * (1 - np.exp(-layer / 2)) + rng.normal(0, 1.5)
         points.append(OperatingPoint(
             method=method, variant=f"k{int(v)}" if static else JOINT, task=task, split="dev",
-            seed=seed, sweep_param="layers" if static else "threshold", sweep_value=v,
+            seed=seed, sweep={"layers": int(v)} if static else {"threshold": v},
             n_samples=N_SAMPLES, num_layers=LAYERS, metrics={"accuracy": main},
             main_metric="accuracy", main=main, avg_exit_layer=layer,
             exit_histogram=hist, flops_convention="2flops-per-mac", mean_flops=flops,
@@ -85,12 +86,14 @@ def make_run(rng, method: str, task: str, seed: int, values: list[float]) -> Run
         ))
     labels = rng.integers(0, 2, N_SAMPLES)  # for the majority-class baseline
     if static:  # one model per depth k, its one exit after layer k
-        variants = [VariantRecord(name=f"k{int(v)}", sweep_values=[v], exit_layers=[int(v)],
+        variants = [VariantRecord(name=f"k{int(v)}", sweep_values=[{"layers": int(v)}],
+                                  exit_layers=[int(v)], exit_paths=exit_paths([int(v)], False),
                                   hidden_size=None, pooling="cls",
                                   logits_key=f"exit_logits_k{int(v)}") for v in values]
     else:
-        variants = [VariantRecord(name=JOINT, sweep_values=values,
+        variants = [VariantRecord(name=JOINT, sweep_values=[{"threshold": v} for v in values],
                                   exit_layers=list(range(1, LAYERS + 1)), hidden_size=None,
+                                  exit_paths=exit_paths(list(range(1, LAYERS + 1)), False),
                                   pooling="cls", logits_key="exit_logits")]
     return Run(path=Path(f"/bench/{method}/{task}/{seed}"), config=config, points=points,
                arrays={"labels": labels}, variants=variants)
