@@ -277,6 +277,15 @@ def test_a_run_from_an_imported_checkpoint_scores_like_any_other(tmp_path, data_
     assert len(scored.points) == len(run.points)
     score = runner.invoke(app, ["score", str(tmp_path / "runs"), "--json"])
     assert score.exit_code == 0, score.output
+    # and submits like any other: a valid submission, its bounds those of the checkpoint's model
+    sub = tmp_path / "sub.json"
+    made = runner.invoke(app, ["submit", str(run_dir), "--out", str(sub)])
+    assert made.exit_code == 0, made.output
+    assert runner.invoke(app, ["validate", str(sub)]).exit_code == 0
+    # a dry run plans no training for weights made elsewhere
+    dry = _run(tmp_path, data_dir, folder, "elasticbert", "--dry-run")
+    assert dry.exit_code == 0, dry.output
+    assert [c["train_steps"] for c in json.loads(dry.stdout)] == [0]
     # the same command finds the finished run; other weights are another run
     again = _run(tmp_path, data_dir, folder, "elasticbert")
     assert json.loads(again.stdout)["run_dir"] == json.loads(result.stdout)["run_dir"]
@@ -318,5 +327,5 @@ def test_the_fields_backbones_by_name_and_offline_in_one_line(tmp_path, data_dir
                                  "rte", "--data-dir", str(data_dir), "--out",
                                  str(tmp_path / "runs"), "--checkpoints", str(tmp_path / "c")])
     assert result.exit_code == 1
-    errors = [ln for ln in result.stderr.splitlines() if ln.startswith("error:")]
-    assert len(errors) == 1 and "offline" in errors[0] and "roberta-base" in errors[0]
+    [line] = result.stderr.strip().splitlines()  # before any cell announces itself
+    assert line.startswith("error:") and "offline" in line and "roberta-base" in line

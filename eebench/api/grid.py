@@ -120,7 +120,9 @@ def run(cfg: BenchConfig, *, backend: str | BackendOptions = "local",
         eval_batch_size=cfg.eval_batch_size, threads=None if local else opts.cpus_per_job or 1,
         backend=opts.backend)
     _check_shifted_data(cells, data, out, overwrite)
-    if not local:
+    if local:
+        _check_models(cells, out, overwrite)
+    else:
         from eebench.run.backends import prepare, require_engine
 
         require_engine(opts.backend)
@@ -143,6 +145,20 @@ def _check_shifted_data(cells: list[Cell], data: Path | None, out: Path,
         if overwrite or not (run_dir_for(rc, out) / SUMMARY_FILE).exists())
     for task, split in needed:
         load_split(task, split, data)
+
+
+def _check_models(cells: list[Cell], out: Path, overwrite: bool) -> None:
+    """Every backbone a cell still to do trains is found before the first cell starts: a hub id
+    offline and not cached is one line, not a line after a cell announced itself."""
+    from eebench.models.backbones import load_tokenizer
+    from eebench.run.artifacts import SUMMARY_FILE
+    from eebench.run.execute import run_dir_for
+
+    for model in dict.fromkeys(
+            c.config.model for c in cells if c.config.weights is None
+            and (overwrite or not all((run_dir_for(rc, out) / SUMMARY_FILE).exists()
+                                      for rc in c.runs))):
+        load_tokenizer(model)  # the model's files, found or fetched
 
 
 def check(result: RunResult) -> None:

@@ -106,13 +106,14 @@ def prepare(cells: list[Cell], data_dir: Path | None) -> None:
     from eebench.models.backbones import load_tokenizer, resolve_backbone
     from eebench.tasks.loaders import load_split
 
-    for model in dict.fromkeys(c.config.model for c in cells):
+    for model in dict.fromkeys(c.config.model for c in cells if c.config.weights is None):
         resolve_backbone(model)
         load_tokenizer(model)
     if data_dir is None:  # from the hub: once here, then from its cache
         needed = dict.fromkeys(
             pair for c in cells for rc in (*c.runs, *c.in_domain)
-            for pair in ((rc.trained_on, "train"), (rc.trained_on, "dev"), (rc.task, rc.split)))
+            for pair in ((rc.trained_on, "train"), (rc.trained_on, "dev"), (rc.task, rc.split))
+            if rc.weights is None or pair[1] != "train")  # imported weights: nothing trains
         for task, split in needed:
             load_split(task, split, None)
 

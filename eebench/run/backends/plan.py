@@ -67,6 +67,8 @@ def train_steps(cell: Cell, data_dir: Path | None) -> int | None:
     from eebench.methods.base import get_method
 
     rc = cell.config
+    if rc.weights is not None:  # weights made elsewhere: nothing trains
+        return 0
     train = rc.train
     n = train.max_train_samples
     size = _train_size(rc.trained_on, str(data_dir) if data_dir else None)
