@@ -268,6 +268,21 @@ def one_line_error(result) -> str:
     return lines[0]
 
 
+def test_the_api_report_holds_everything_score_json_prints(runs: Path, tmp_path: Path):
+    """`eebench score --json` is the library's report serialised, sections included."""
+    from eebench import api
+
+    ref = build_ref(runs, tmp_path / "ref.json")
+    cli = invoke("score", runs, "--reference", ref, "--compare", "pabee", "static",
+                 "--bootstrap", "50", "--budget", "40", "--json")
+    assert cli.exit_code == 0, cli.stderr
+    report = api.score(runs, ref, compare=("pabee", "static"), n_resamples=50, budgets=[40])
+    data = json.loads(json.dumps(report.to_dict()))
+    assert data == json.loads(cli.stdout)
+    assert {"elue_by_seed", "compare", "quality", "budgets", "param_buckets"} <= set(data)
+    assert {b["percent"] for b in data["budgets"]} == {40}
+
+
 def test_empty_directory(tmp_path: Path):
     (tmp_path / "empty").mkdir()
     assert "no run directories" in one_line_error(invoke("score", tmp_path / "empty"))

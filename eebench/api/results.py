@@ -3,12 +3,13 @@ a submission (the calls `eebench score`, `plot`, `reference build` and `submit` 
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from pathlib import Path
 from typing import TYPE_CHECKING
 
 from eebench.api.grid import data_dir_of
 from eebench.errors import UsageError
+from eebench.policy import EXTRAPOLATE
 
 if TYPE_CHECKING:
     import pandas as pd
@@ -54,28 +55,34 @@ def reference(runs: Runs, name: str | None = None, out: str | Path | None = None
 
 
 def score(runs: Runs, reference: str | Path | ReferenceCurves | None = None,
-          extrapolate: str = "clamp") -> ScoreReport:
-    """Seeds averaged, Pareto fronts, hypervolume and (with a reference curve) ELUE scores, as
-    `eebench score` computes them; `report.to_dict()` is its JSON."""
-    from eebench.score import (
-        EXTRAPOLATE,
-        aggregate_seeds,
-        check_consistent,
-        raw_points,
-    )
-    from eebench.score import (
-        score as score_points,
-    )
+          extrapolate: str = "clamp", compare: tuple[str, str] | None = None,
+          n_resamples: int = 1000, seed: int = 0, budgets: Sequence[float] | None = None,
+          on_loaded: Callable[[int], None] | None = None) -> ScoreReport:
+    """What `eebench score` computes: seeds averaged, Pareto fronts, hypervolume, (with a
+    reference curve) ELUE scores and each seed's, the quality of the exited predictions, the
+    metric at FLOPs budgets (percent of the full model's; default 25, 50, 75, 100), ELUE's
+    parameter buckets, and (`compare`: two method labels) a paired bootstrap of the two;
+    `report.to_dict()` is its JSON. `on_loaded` hears how many runs were read."""
+    from eebench.score import aggregate_seeds, check_consistent, raw_points
+    from eebench.score import score as score_points
     from eebench.score.quality import fill_quality
+    from eebench.score.sections import score_sections
 
     if extrapolate not in EXTRAPOLATE:
         raise UsageError(f"unknown extrapolation {extrapolate!r}",
                          hint=f"choose from: {', '.join(EXTRAPOLATE)}")
+    ref = _reference(reference)
     loaded = _loaded(runs)
-    fill_quality(loaded)
+    if on_loaded is not None:
+        on_loaded(len(loaded))
+    fill_quality(loaded)  # from the stored arrays, for runs written without them
     raw = raw_points(loaded)
     check_consistent(raw)
-    return score_points(aggregate_seeds(raw), _reference(reference), extrapolate)
+    points = aggregate_seeds(raw)
+    report = score_points(points, ref, extrapolate)
+    report.sections = score_sections(raw, points, ref, extrapolate, compare, n_resamples, seed,
+                                     budgets)
+    return report
 
 
 def plot(runs: Runs, out: str | Path, reference: str | Path | ReferenceCurves | None = None,

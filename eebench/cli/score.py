@@ -95,72 +95,31 @@ def score_command(
     """Score runs: Pareto fronts, hypervolume, ELUE score against a reference curve, ranking,
     the quality of the exited predictions (calibration, consistency, overthinking), fixed FLOPs
     budgets and ELUE's parameter buckets."""
-    from eebench.score import (
-        aggregate_seeds,
-        check_consistent,
-        compare_methods,
-        elue_by_seed,
-        load_reference,
-        load_runs,
-        raw_points,
-    )
-    from eebench.score import (
-        score as score_points,
-    )
-    from eebench.score.quality import (
-        DEFAULT_BUDGETS,
-        budget_table,
-        fill_quality,
-        param_buckets,
-        run_qualities,
-    )
+    from eebench.api.results import score
 
     if not 1 <= n_resamples <= MAX_RESAMPLES:
         raise UsageError(f"--bootstrap must be in 1..{MAX_RESAMPLES:,}, got {n_resamples}")
     if not 0 <= seed <= MAX_SEED:
         raise UsageError(f"--seed must be in 0..{MAX_SEED}, got {seed}")
-    percents = list(budgets) if budgets else list(DEFAULT_BUDGETS)
-    for b in percents:
+    for b in budgets or []:
         if not (math.isfinite(b) and 0 < b <= 1000):
             raise UsageError(f"--budget must be a percentage in (0, 1000], got {b:g}")
     out_file(csv_path, "the CSV file", "--csv", example="points.csv")
-    ref = load_reference(reference) if reference is not None else None
-    loaded = load_runs(runs)
-    fill_quality(loaded)  # from the stored arrays, for runs written without them
-    raw = raw_points(loaded)
-    check_consistent(raw)
-    points = aggregate_seeds(raw)
-    report = score_points(points, ref, extrapolate.value)
-    by_seed = elue_by_seed(raw, ref, extrapolate.value) if ref is not None else None
-    comparisons = (
-        compare_methods(points, compare[0], compare[1], n_resamples=n_resamples, seed=seed)
-        if compare else []
-    )
-    run_quality = run_qualities(raw)
-    budget_rows = budget_table(raw, percents)
-    buckets = param_buckets(raw)
+    loaded: list[int] = []
+    report = score(runs, reference, extrapolate.value, compare, n_resamples, seed, budgets,
+                   on_loaded=loaded.append)
+    s = report.sections
     if csv_path is not None:  # before the tables: a file that cannot be written is one line
         _write_csv(report, csv_path)
     console = _tables_console(json_out)
-    _print_report(console, report, len(loaded), by_seed or {})
-    _print_quality(console, report, run_quality, budget_rows, percents, buckets)
-    if comparisons:
-        _print_comparisons(console, comparisons, compare)
+    _print_report(console, report, loaded[0], s.by_seed or {})
+    _print_quality(console, report, s.run_quality, s.budgets, s.percents, s.buckets)
+    if s.comparisons:
+        _print_comparisons(console, s.comparisons, compare)
     if csv_path is not None:
         err_console.print(f"wrote {csv_path}")
     if json_out:
-        data = report.to_dict()
-        data["elue_by_seed"] = None if by_seed is None else {
-            label: {task: {str(s): v for s, v in seeds.items()} for task, seeds in tasks.items()}
-            for label, tasks in by_seed.items()}
-        data["compare"] = [_comparison_dict(c) for c in comparisons] if comparisons else None
-        data["quality"] = _quality_dict(report, run_quality)
-        data["budgets"] = [{"method": b.label, "task": b.task, "percent": b.percent,
-                            "mflops": b.mflops, "main": b.main, "main_std": b.main_std,
-                            "n_seeds": b.seeds} for b in budget_rows]
-        data["param_buckets"] = {label: {"params": n, "bucket": bucket}
-                                 for label, (n, bucket) in buckets.items()}
-        print_json(data)
+        print_json(report.to_dict())
 
 
 QUALITY_HEADS = {"ece": "ECE %", "nll": "NLL", "consistency": "consist. %",
@@ -226,23 +185,6 @@ def _print_quality(console: Console, report, run_quality, budget_rows, percents,
     console.print(table)
 
 
-def _quality_dict(report, run_quality) -> dict:
-    points = [{"task": p.task, "method": p.label, "sweep_param": p.sweep_param,
-               "sweep_value": p.sweep_value, "mflops": p.mflops, "pareto": on,
-               **{q: p.quality[q][0] if q in p.quality else None for q in QUALITY_HEADS},
-               **{f"{q}_std": p.quality[q][1] if q in p.quality else None
-                  for q in QUALITY_HEADS}}
-              for t in report.tasks.values() for p, on in zip(t.points, t.on_front, strict=True)]
-    runs = [{"task": m.task, "method": m.label, "seeds": list(m.seeds),
-             "exit_layers": m.exit_layers,
-             "exit_accuracy": [a for a, _ in m.exit_accuracy],
-             "exit_accuracy_std": [s for _, s in m.exit_accuracy],
-             "overthinking": m.overthinking[0], "overthinking_std": m.overthinking[1],
-             "underthinking": m.underthinking[0], "underthinking_std": m.underthinking[1]}
-            for m in run_quality]
-    return {"ece_bins": 15, "points": points, "runs": runs}
-
-
 def _elue_cell(value: float | None, per_seed: dict[int, float]) -> str:
     """The seed-averaged ELUE score, ± the spread of the seeds' own scores when there are two."""
     from eebench.score import sample_std
@@ -305,22 +247,6 @@ def _print_report(console: Console, report, n_runs: int, by_seed: dict) -> None:
         console.print(front)
     n_points = sum(len(t.points) for t in report.tasks.values())
     console.print(f"{n_runs} run directories, {n_points} operating points, {len(tasks)} tasks")
-
-
-def _comparison_dict(c) -> dict:
-    b = c.result
-    return {
-        "task": c.task,
-        "a": None if c.a is None else {"method": c.a.label, "sweep_value": c.a.sweep_value,
-                                       "mflops": c.a.mflops, "main": c.a.main},
-        "b": None if c.b is None else {"method": c.b.label, "sweep_value": c.b.sweep_value,
-                                       "mflops": c.b.mflops, "main": c.b.main},
-        "matched": "nearest in FLOPs" if c.a is not None else "all pairs pooled",
-        "pairing": c.pairing,
-        "statistic": c.statistic, "difference": b.difference, "ci_low": b.ci_low,
-        "ci_high": b.ci_high, "confidence": b.confidence, "p_value": b.p_value,
-        "n_samples": b.n_samples, "n_resamples": b.n_resamples, "seed": b.seed,
-    }
 
 
 def _where(p) -> str:

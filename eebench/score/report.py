@@ -11,7 +11,7 @@ from __future__ import annotations
 import math
 from collections.abc import Sequence
 from dataclasses import dataclass, field
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
@@ -122,6 +122,9 @@ class ScoreReport:
     extrapolate: str
     reference: ReferenceCurves | None
     ranking: list[Rank]
+    # per-seed ELUE, comparisons, quality, budgets, parameter buckets (eebench.score.sections),
+    # where computed: `eebench score` and eebench.api.score compute them
+    sections: Any = None
 
     @property
     def elue(self) -> dict[str, dict[str, float]]:
@@ -134,7 +137,9 @@ class ScoreReport:
         return out
 
     def to_dict(self) -> dict:
-        return _report_dict(self)
+        """Everything `eebench score --json` prints."""
+        data = _report_dict(self)
+        return data if self.sections is None else {**data, **self.sections.to_dict(self)}
 
     def to_dataframe(self) -> pd.DataFrame:
         """One row per seed-averaged point, task by task (POINT_COLUMNS): `method` is the label,
