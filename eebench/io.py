@@ -21,10 +21,10 @@ import tempfile
 from collections.abc import Iterator
 from contextlib import contextmanager
 from pathlib import Path
-from typing import Any, TypeVar
+from typing import Any, ClassVar, TypeVar
 from urllib.parse import urlparse
 
-from pydantic import BaseModel, ValidationError
+from pydantic import BaseModel, ValidationError, model_serializer
 
 from eebench.errors import DataError
 
@@ -322,6 +322,30 @@ def sha256_file(path: Path) -> str:
         while chunk := f.read(HASH_CHUNK):
             h.update(chunk)
     return h.hexdigest()
+
+
+class AddedLater(BaseModel):
+    """A record whose fields added after records were written (`ADDED_LATER`) are left out of
+    its serialisation while at their default: a record that does not use them serialises, and
+    so hashes (a run's key, `config_hash`), as it did. The one mechanism that keeps run keys and
+    earlier files stable."""
+
+    ADDED_LATER: ClassVar[tuple[str, ...]] = ()
+
+    @model_serializer(mode="wrap")
+    def _added_later_left_out(self, handler: Any) -> dict[str, Any]:
+        return left_out_at_default(handler(self), self, self.ADDED_LATER)
+
+
+def left_out_at_default(data: dict[str, Any], model: BaseModel, names: tuple[str, ...]
+                        ) -> dict[str, Any]:
+    """`data` (`model` serialised) without the fields `names` where `model` holds their
+    default."""
+    fields = type(model).model_fields
+    for name in names:
+        if getattr(model, name) == fields[name].get_default(call_default_factory=True):
+            data.pop(name, None)
+    return data
 
 
 def config_hash(data: Any) -> str:

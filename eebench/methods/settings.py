@@ -6,6 +6,8 @@ from typing import Any, ClassVar
 
 from pydantic import BaseModel, ConfigDict
 
+from eebench.io import left_out_at_default
+
 
 class MethodSettings(BaseModel):
     """Bounds, Literals, finite floats; unknown names and wrong types are refused, not converted."""
@@ -17,7 +19,6 @@ class MethodSettings(BaseModel):
 
     def recorded(self) -> dict[str, Any]:
         """The settings a run records: all of them, but those RECORDED_WHEN_CHANGED at their
-        default."""
-        return {name: value for name, value in self.model_dump().items()
-                if not (name in self.RECORDED_WHEN_CHANGED
-                        and value == type(self).model_fields[name].default)}
+        default (eebench.io, the one mechanism that keeps run keys stable)."""
+        return left_out_at_default(self.model_dump(), self, self.RECORDED_WHEN_CHANGED)
+

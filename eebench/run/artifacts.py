@@ -37,7 +37,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, TypeVar
 
-from pydantic import BaseModel, Field, model_serializer
+from pydantic import BaseModel, Field
 
 from eebench.errors import DataError, one_line
 from eebench.io import (
@@ -63,7 +63,6 @@ from eebench.run.records import (
     RunSummary,
     Timing,
     VariantRecord,
-    left_out,
     sweep_number,
 )
 from eebench.train.config import GivenTrainConfig, TrainConfig
@@ -90,6 +89,7 @@ SUMMARY_FILE = "summary.json"
 
 
 class RunConfig(Data):
+    ADDED_LATER = ("train_task", "rule", "weights")  # left out while None: no run renamed
     schema_version: int = CONFIG_SCHEMA_VERSION
     model: str
     # How the exit heads pool the tokens, "cls" or "mean": resolved (the backbone's own pooling
@@ -132,10 +132,6 @@ class RunConfig(Data):
     def trained_on(self) -> str:
         """The task whose training split the model learnt from."""
         return self.train_task or self.task
-
-    @model_serializer(mode="wrap")
-    def _unset_fields_left_out(self, handler: Any) -> dict[str, Any]:
-        return left_out(handler(self), self, ("train_task", "rule", "weights"))
 
 
 VOUCHED_FILES = (CONFIG_FILE, ENV_FILE, POINTS_FILE, PREDICTIONS_FILE, IDS_FILE)

@@ -10,7 +10,9 @@ from collections.abc import Mapping
 from functools import cache, cached_property
 from typing import Annotated, Any
 
-from pydantic import BaseModel, ConfigDict, Field, model_serializer, model_validator
+from pydantic import ConfigDict, Field, model_validator
+
+from eebench.io import AddedLater
 
 POINTS_SCHEMA_VERSION = 3  # 2: each point names its variant; 3: its named sweep values
 # 2: the variants; 3: the rule and what it read (temperatures...); 4: each exit's path (the
@@ -18,17 +20,10 @@ POINTS_SCHEMA_VERSION = 3  # 2: each point names its variant; 3: its named sweep
 SUMMARY_SCHEMA_VERSION = 4
 
 
-class Data(BaseModel):
+class Data(AddedLater):
+    """A record of a run directory; fields it gained later are `ADDED_LATER` (eebench.io)."""
+
     model_config = ConfigDict(extra="forbid", protected_namespaces=())
-
-
-def left_out(data: dict[str, Any], model: BaseModel, names: tuple[str, ...]) -> dict[str, Any]:
-    """Fields added to a record after runs were written, left out while at their default (None):
-    a record that does not use them reads as it did."""
-    for name in names:
-        if getattr(model, name) is None:
-            data.pop(name, None)
-    return data
 
 
 class Timing(Data):
@@ -148,6 +143,8 @@ class RuleRecord(Data):
     value in points.jsonl and each variant's record: what eebench.run.rederive rebuilds it from).
     """
 
+    ADDED_LATER = ("comparison", "is_regression", "settings")
+
     # a rule of `eebench rules`; None: single-exit models, every sample exits at its model's exit
     name: str | None
     # how the rule's quantity meets its threshold ("<", "<=", ">=", ">"), as the rule tested it
@@ -158,9 +155,6 @@ class RuleRecord(Data):
     # regression_threshold); None: a rule without settings
     settings: dict[str, Any] | None = None
 
-    @model_serializer(mode="wrap")
-    def _unset_fields_left_out(self, handler: Any) -> dict[str, Any]:
-        return left_out(handler(self), self, ("comparison", "is_regression", "settings"))
 
 
 class ModelRun(Data):
@@ -181,6 +175,8 @@ class ModelRun(Data):
 class VariantRecord(Data):
     """One trained model of a run: what its points ran through, and what its rule read of it."""
 
+    ADDED_LATER = ("temperatures", "temperatures_source", "settings")
+
     name: str
     sweep_values: list[dict[str, int | float]]  # each point's named values, as in points.jsonl
     exit_layers: list[int]  # 1-based layers that answer at each exit, ascending
@@ -200,9 +196,6 @@ class VariantRecord(Data):
     temperatures_source: str | None = None
     settings: dict[str, Any] | None = None
 
-    @model_serializer(mode="wrap")
-    def _unset_fields_left_out(self, handler: Any) -> dict[str, Any]:
-        return left_out(handler(self), self, ("temperatures", "temperatures_source", "settings"))
 
     @model_validator(mode="after")
     def _paths_answer_at_exits(self) -> VariantRecord:
@@ -214,6 +207,7 @@ class VariantRecord(Data):
 
 
 class RunSummary(Data):
+    ADDED_LATER = ("rule", "samples_sha256")
     schema_version: int = SUMMARY_SCHEMA_VERSION
     model: str
     method: str
@@ -240,9 +234,6 @@ class RunSummary(Data):
     # was recorded (its texts cannot be checked)
     samples_sha256: str | None = None
 
-    @model_serializer(mode="wrap")
-    def _unset_fields_left_out(self, handler: Any) -> dict[str, Any]:
-        return left_out(handler(self), self, ("rule", "samples_sha256"))
 
     def variant(self, name: str) -> VariantRecord:
         for v in self.variants:
