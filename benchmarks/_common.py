@@ -43,13 +43,14 @@ def setup(args, method_name: str):
         torch.set_num_threads(args.threads)
     spec = get_task(args.task)
     method = get_method(method_name)
+    device = args.device or ("cuda" if torch.cuda.is_available() else "cpu")
+    # the device is not part of the checkpoint's name: a model trained on one loads on the other
     cfg = TrainConfig(epochs=args.epochs, max_seq_length=args.max_seq_length,
-                      max_train_samples=args.max_train_samples, seed=42)
+                      max_train_samples=args.max_train_samples, seed=42, device=device)
     train_ex = load_split(spec, "train", args.data_dir)
     dev = load_split(spec, "dev", args.data_dir)
     path = train(method, spec, args.model, train_ex, dev, cfg, args.checkpoints)
     model, tokenizer, _ = load_trained(path)
-    device = args.device or ("cuda" if torch.cuda.is_available() else "cpu")
     model.to(device).eval()
     if args.eval_samples:
         dev = dev.take(args.eval_samples, seed=0)

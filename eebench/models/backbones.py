@@ -37,8 +37,8 @@ from eebench.models import bundled
 # A local model directory is checked before transformers reads it (eebench.models.model_dir): one
 # line naming the file for a config no model can be built from, weights that are not safetensors
 # inside the directory, layers the config declares that the weights lack, a missing or
-# mismatched tokenizer. Its names are re-exported here, where they were first defined.
-from eebench.models.model_dir import PICKLED_WEIGHTS, check_config, check_model_dir  # noqa: F401
+# mismatched tokenizer.
+from eebench.models.model_dir import check_model_dir
 from eebench.registry import Registry
 
 if TYPE_CHECKING:
