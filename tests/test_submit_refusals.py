@@ -19,7 +19,8 @@ from typer.testing import CliRunner
 import eebench.cli.submit  # noqa: F401  (registers the commands)
 from eebench.cli import app
 from eebench.submit.build import build_submission, write_submission
-from eebench.submit.validate import References, validate_data
+from eebench.submit.rescore import References
+from eebench.submit.validate import validate_data
 from tests.test_submit_schema import write_method_runs, write_reference
 
 runner = CliRunner()

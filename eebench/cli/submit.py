@@ -38,7 +38,7 @@ ReferencesOption = typer.Option(
 
 def _references(folder: Path | None):
     """The reference curves in `folder`, or None (each file's default, next to its folder)."""
-    from eebench.submit.validate import References
+    from eebench.submit.rescore import References
 
     return None if folder is None else References.from_dir(folder)
 
@@ -91,7 +91,8 @@ def validate_command(
     and the ELUE score recomputed against the reference the file names.
 
     Prints `ok` or the one-line reason per file; the exit code is 1 when any file fails."""
-    from eebench.submit.validate import References, default_references_dir, validate_file
+    from eebench.submit.rescore import References, default_references_dir
+    from eebench.submit.validate import validate_file
 
     given = _references(references)
     by_folder: dict[Path, References] = {}  # each folder's default references, loaded once
@@ -186,8 +187,8 @@ def leaderboard_check(
     page from them; exit code 1 when any file is refused, one line per refused file."""
     import tempfile
 
+    from eebench.submit.rescore import References, default_references_dir
     from eebench.submit.site import build_site
-    from eebench.submit.validate import References, default_references_dir
 
     out_dir(out, "the page")
     refs = _references(references) or References.from_dir(default_references_dir(submissions))

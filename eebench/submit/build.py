@@ -217,7 +217,8 @@ def build_submission(
     everything `eebench validate` checks, its ELUE score recomputed against `reference`."""
     from pydantic import ValidationError
 
-    from eebench.submit.validate import References, check_elue, check_submission, schema_error
+    from eebench.submit.rescore import References, check_elue
+    from eebench.submit.validate import check_submission, schema_error
 
     try:
         sub = _build(inputs, data_dir, reference, name, extrapolate)

@@ -37,8 +37,9 @@ from matplotlib.figure import Figure
 from eebench.errors import DataError, printable
 from eebench.io import atomic_write_text, not_a_directory
 from eebench.measure.quality import PARAM_BUCKETS_M, param_bucket
+from eebench.submit.rescore import References, default_references_dir
 from eebench.submit.schema import Submission
-from eebench.submit.validate import References, Verdict, default_references_dir, validate_file
+from eebench.submit.validate import Verdict, validate_file
 
 # ELUE's parameter buckets (eebench.measure.quality.PARAM_BUCKETS_M), and everything
 PARAMS_FILTERS = (*((f"≤{b}M", b * 1e6) for b in PARAM_BUCKETS_M), ("all", math.inf))

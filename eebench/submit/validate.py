@@ -31,12 +31,10 @@ from eebench.errors import DataError, EebenchError, printable
 from eebench.io import read_bytes
 from eebench.submit.plausible import check_costs
 from eebench.submit.rescore import (
-    ELUE_TOLERANCE,
     KnownReference,
     References,
     check_elue,
     default_references_dir,
-    elue_scores,
 )
 from eebench.submit.schema import (
     SUBMISSION_SCHEMA_VERSION,
@@ -50,11 +48,8 @@ from eebench.submit.schema import (
 if TYPE_CHECKING:
     from eebench.tasks.spec import TaskSpec
 
-__all__ = [  # the reference lookup and recomputation live in eebench.submit.rescore
-    "ELUE_TOLERANCE", "MAX_BYTES", "KnownReference", "References", "Verdict", "check_elue",
-    "check_submission", "default_references_dir", "elue_scores", "parse_json",
-    "parse_submission", "validate_data", "validate_file",
-]
+__all__ = ["MAX_BYTES", "Verdict", "check_submission", "parse_json", "parse_submission",
+           "validate_data", "validate_file"]  # references and ELUE recomputation: .rescore
 
 MAX_BYTES = 10 * 2**20  # 10 MiB: a full submission of every task and seed is well under 2 MiB
 SIGNED_METRICS = frozenset({"mcc", "pearson", "spearman", "pearson_and_spearman"})
