@@ -152,6 +152,7 @@ def test_cpu_peak_memory_sees_an_allocation():
     assert after - before >= 48
 
 
+@pytest.mark.cuda
 @pytest.mark.skipif(not torch.cuda.is_available(), reason="needs a CUDA GPU")
 def test_cuda_timing_and_peak_memory():
     x = torch.randn(1024, 1024, device="cuda")

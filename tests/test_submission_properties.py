@@ -35,11 +35,9 @@ from hypothesis import strategies as st
 
 from eebench.score.elue import overall
 from eebench.submit import site
+from eebench.submit.rescore import ELUE_TOLERANCE, References, elue_scores
 from eebench.submit.validate import (
-    ELUE_TOLERANCE,
-    References,
     Verdict,
-    elue_scores,
     parse_submission,
     validate_data,
     validate_file,

@@ -27,6 +27,7 @@ from eebench.io import atomic_write_text, write_json
 from eebench.run import artifacts as R
 from eebench.run.upgrade import exit_paths
 from eebench.submit.build import build_submission, write_submission
+from eebench.submit.rescore import References
 from eebench.submit.schema import (
     SUBMISSION_SCHEMA_VERSION,
     Submission,
@@ -35,7 +36,6 @@ from eebench.submit.schema import (
 )
 from eebench.submit.validate import (
     MAX_BYTES,
-    References,
     parse_json,
     validate_data,
     validate_file,
