@@ -40,7 +40,7 @@ def main() -> None:
 
     from eebench.measure.timing import device_description
     from eebench.methods.base import get_method
-    from eebench.models.multi_exit import build_model
+    from eebench.models.build import build_model
 
     device = args.device or ("cuda" if torch.cuda.is_available() else "cpu")
     cuda = torch.device(device).type == "cuda" and torch.cuda.is_available()

@@ -40,7 +40,7 @@ def main() -> None:
 
     from eebench.measure.timing import Stopwatch, device_description
     from eebench.methods.base import get_method
-    from eebench.models.multi_exit import build_model
+    from eebench.models.build import build_model
 
     if args.threads:
         torch.set_num_threads(args.threads)

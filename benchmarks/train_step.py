@@ -44,7 +44,7 @@ def main() -> None:
     from eebench.data.batching import collate, encode, epoch_batches
     from eebench.methods.base import get_method
     from eebench.models.backbones import load_tokenizer
-    from eebench.models.multi_exit import build_model
+    from eebench.models.build import build_model
     from eebench.tasks.loaders import load_split
     from eebench.tasks.spec import get_task
     from eebench.train.loop import optimizer_groups

@@ -182,7 +182,7 @@ def test_full_mode_runs_only_the_last_exit(rte_dev):
 @pytest.mark.parametrize("name", DYNAMIC)
 def test_simulation_equals_real_inference_on_minilm(name, pooling, data_dir):
     """The real pretrained MiniLM-L6 backbone (exit heads untrained) on real SST-2 sentences."""
-    from eebench.models.multi_exit import build_model
+    from eebench.models.build import build_model
 
     method = get_method(name)
     torch.manual_seed(0)

@@ -20,8 +20,8 @@ from eebench.errors import EebenchError, UsageError
 from eebench.measure.params import params_per_exit, params_total
 from eebench.methods.base import get_method
 from eebench.models import backbones, families
+from eebench.models.build import assemble, build_model
 from eebench.models.families import MASK, elasticbert_state_dict
-from eebench.models.multi_exit import assemble, build_model
 from eebench.models.outputs import collect_exit_logits
 from eebench.rules.engine import compare, dynamic_batch, dynamic_inference, simulate
 from eebench.train.checkpoint import TrainState, load_trained, save_checkpoint

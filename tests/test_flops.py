@@ -20,7 +20,7 @@ from eebench.measure.flops import (
 )
 from eebench.methods.base import METHODS, get_method
 from eebench.models.backbones import POOLINGS
-from eebench.models.multi_exit import assemble, build_model
+from eebench.models.build import assemble, build_model
 from tests import tiny
 
 D, D_FF, C = 32, 64, 2  # tiny.tiny_model's hidden and intermediate sizes; 2 labels

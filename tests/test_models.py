@@ -20,7 +20,8 @@ from eebench.models.backbones import (
     resolve_backbone,
     resolve_pooling,
 )
-from eebench.models.multi_exit import MultiExitModel, build_model, pool_tokens
+from eebench.models.build import build_model
+from eebench.models.multi_exit import MultiExitModel, pool_tokens
 from eebench.train.checkpoint import rebuild_model
 from tests.tiny import save_tiny_backbone, tiny_model, tokenizer
 

@@ -297,7 +297,7 @@ def test_the_package_roots_export_what_plugins_are_written_with():
             "from eebench.models import build_model, load_tokenizer\n"
             "print(ExitHeads.__module__, build_model.__module__, load_tokenizer.__module__)\n")
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True)
-    assert out.stdout.split() == ["eebench.models.multi_exit", "eebench.models.multi_exit",
+    assert out.stdout.split() == ["eebench.models.multi_exit", "eebench.models.build",
                                   "eebench.models.backbones"]
 
 

@@ -519,7 +519,7 @@ def test_pcee_counter_by_hand():
 @pytest.mark.slow  # the real pretrained MiniLM-L6 on 32 SST-2 (and STS-B) sentences
 @pytest.mark.parametrize("name", list(CASES))
 def test_minilm_exits_as_the_authors_loop(name, data_dir):
-    from eebench.models.multi_exit import build_model
+    from eebench.models.build import build_model
 
     method = _method_of(name)
     torch.manual_seed(0)
@@ -536,7 +536,7 @@ def test_minilm_exits_as_the_authors_loop(name, data_dir):
 
 @pytest.mark.slow
 def test_minilm_berxit_regression_exits_as_the_authors_loop(data_dir):
-    from eebench.models.multi_exit import build_model
+    from eebench.models.build import build_model
 
     torch.manual_seed(0)
     model = build_model("minilm-l6", get_method("berxit"), 1).eval()

@@ -113,7 +113,7 @@ def test_seeded_runs_give_identical_weights(pabee_run, rte, tiny_model, tmp_path
 
 
 def test_trained_weights_moved_and_rerun_returns_at_once(pabee_run, rte, tiny_model):
-    from eebench.models.multi_exit import build_model
+    from eebench.models.build import build_model
 
     torch.manual_seed(TrainConfig().seed)  # the initialisation the run started from
     fresh = build_model(tiny_model, get_method("pabee"), 2).state_dict()
@@ -166,7 +166,7 @@ def test_deebert_stage_two_freezes_the_backbone_and_resumes_identically(deebert_
 def test_checkpoint_round_trip_gives_identical_logits(tiny_model, tmp_path, rte):
     from eebench.data.batching import collate, encode
     from eebench.models.backbones import load_tokenizer
-    from eebench.models.multi_exit import build_model
+    from eebench.models.build import build_model
 
     spec, tr, _ = rte
     tok = load_tokenizer(tiny_model)

@@ -17,7 +17,8 @@ from typing import Any
 import torch
 
 from eebench.methods.base import EarlyExitMethod, get_method
-from eebench.models.multi_exit import MultiExitModel, assemble
+from eebench.models.build import assemble
+from eebench.models.multi_exit import MultiExitModel
 from eebench.run.artifacts import VariantRecord
 from eebench.run.upgrade import exit_paths
 

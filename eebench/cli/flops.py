@@ -64,7 +64,7 @@ def flops_command(
 
     from eebench.measure.flops import CONVENTIONS
     from eebench.methods.base import get_method
-    from eebench.models.multi_exit import assemble
+    from eebench.models.build import assemble
 
     if convention not in CONVENTIONS:
         raise UsageError(f"unknown FLOPs convention {convention!r}",

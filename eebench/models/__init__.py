@@ -8,7 +8,7 @@ __all__ = ["ExitHead", "ExitHeads", "ExitPooler", "MultiExitModel", "build_model
            "load_tokenizer"]
 
 _WHERE = {"ExitHead": "multi_exit", "ExitHeads": "multi_exit", "ExitPooler": "multi_exit",
-          "MultiExitModel": "multi_exit", "build_model": "multi_exit",
+          "MultiExitModel": "multi_exit", "build_model": "build",
           "load_tokenizer": "backbones"}
 
 

@@ -197,7 +197,8 @@ def _check_structure(report: Conformance, method: Any, backbone: Path) -> None:
     import torch
 
     from eebench.methods import Stage
-    from eebench.models.multi_exit import build_model, reads_previous
+    from eebench.models.build import build_model
+    from eebench.models.multi_exit import reads_previous
 
     for variant in method.variants(method.default_sweep(NUM_LAYERS, False, 2))[:1]:
         m = variant.method

@@ -285,7 +285,7 @@ def rebuild_model(cfg: dict[str, Any]) -> Any:
 
     from eebench.methods.base import get_method
     from eebench.models.backbones import POOLINGS
-    from eebench.models.multi_exit import assemble, check_attn
+    from eebench.models.build import assemble, check_attn
 
     try:
         backbone = dict(cfg["backbone_config"])

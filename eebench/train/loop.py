@@ -144,7 +144,7 @@ class _Trainer:
 
         from eebench.data.batching import encode
         from eebench.models.backbones import load_tokenizer
-        from eebench.models.multi_exit import build_model
+        from eebench.models.build import build_model
 
         self.method, self.spec, self.cfg, self.path, self.state = method, spec, cfg, path, state
         self.console, self.on_step, self.procs = console, on_step, procs

@@ -103,7 +103,7 @@ def load_model(checkpoint: Checkpoint, method: HeadBuilder,
     """The checkpoint as a MultiExitModel of `method` (eval mode), every tensor its own."""
     from transformers import AutoModel
 
-    from eebench.models.multi_exit import assemble, check_attn
+    from eebench.models.build import assemble, check_attn
 
     check_attn(attn_implementation)
     check_fits(checkpoint, method)
