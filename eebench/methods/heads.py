@@ -1,10 +1,15 @@
 """A method's exit heads, by default: one head per layer, each pooler -> dropout -> linear on its
 own copy of the pretrained pooler. A method changes only what differs (where its heads sit,
-whether they share one pooler, what one head is)."""
+whether they share one pooler, what one head is).
+
+`TokenHeads` makes any method's heads token heads (sequence labelling): mixed in first, e.g.
+`class TokenDeeBERT(TokenHeads, DeeBERT)` is DeeBERT with a tag per token after every layer
+(dropout -> linear on each token's hidden state, no pooler); its model's `unit` is "token", and
+the default loss over exits (eebench.methods.stages.exit_loss) reads token labels [B, T]."""
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, ClassVar
 
 if TYPE_CHECKING:  # torch stays out of `eebench --help`
     from torch import nn
@@ -49,3 +54,19 @@ class HeadDefaults:
                                 num_labels, own_pooler=shared is None or i == 0)
                  for i in range(len(layers))]
         return ExitHeads(nn.ModuleList(heads), layers)
+
+
+class TokenHeads:
+    """A mixin, before the method's class: every exit's head is a token head
+    (eebench.models.token_heads.TokenExitHead); where the heads sit stays the method's."""
+
+    unit: ClassVar[str] = "token"  # what one exit classifies (the model says it too: `unit`)
+
+    def shares_pooler(self) -> bool:
+        return False  # a token head has no pooler
+
+    def make_head(self, pooler: nn.Module, config: Any, num_labels: int, own_pooler: bool
+                  ) -> nn.Module:
+        from eebench.models.token_heads import TokenExitHead
+
+        return TokenExitHead(config, num_labels)

@@ -7,6 +7,8 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
+from eebench.data.batching import IGNORE
+
 if TYPE_CHECKING:  # torch stays out of `eebench --help`
     import torch
     from torch import nn
@@ -55,9 +57,18 @@ def backbone_then_heads(second: str) -> list[Stage]:
 
 
 def exit_loss(logits: torch.Tensor, labels: torch.Tensor, is_regression: bool) -> torch.Tensor:
-    """One exit's loss: cross-entropy over classes, or MSE on the single output for regression."""
+    """One exit's loss: cross-entropy over classes, or MSE on the single output for regression.
+    Token logits [B, T, C] with labels [B, T]: the mean cross-entropy over the tokens that count
+    (label -100 on the others, as eebench.data.batching.collate pads them); 0 where none does."""
     import torch.nn.functional as F
 
+    if logits.ndim == 3:  # a tag per token
+        if is_regression:
+            raise ValueError("token heads classify: no regression over tokens")
+        counts = labels != IGNORE
+        if not bool(counts.any()):
+            return logits.sum() * 0.0  # keeps the graph; a batch with no counting token
+        return F.cross_entropy(logits[counts].float(), labels[counts])
     if is_regression:
         return F.mse_loss(logits[:, 0].float(), labels.float())
     return F.cross_entropy(logits.float(), labels)

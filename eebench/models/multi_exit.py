@@ -26,6 +26,12 @@ Every exit head pools the same way, `pooling`: the [CLS] state ("cls", BERT's pr
 mean over real tokens ("mean", sentence-transformers' pretraining; padding excluded through the
 2-D 0/1 attention mask, which is why `head` takes it). It is part of the structure: recorded in
 `model_config()` and chosen per backbone by default (eebench.models.backbones.default_pooling).
+
+The model's exit unit, `unit`, is what its heads classify: "sequence" (pooled heads, logits
+[B, C] per exit) or "token" (token heads, eebench.models.token_heads: logits [B, T, C] per exit,
+so `forward` returns [E, B, T, C] and the walk's `step` [b, T', C], T' the columns the rows still
+running need). Every head of one model has the same unit; consumers read `unit`, never a method's
+name.
 """
 
 from __future__ import annotations
@@ -43,6 +49,7 @@ from eebench.models.backbones import (
 )
 from eebench.models.exits import LayerWalk
 from eebench.models.families import MASK, Family, LayerInputs, family_of, head_dropout
+from eebench.models.token_heads import SEQUENCE, head_unit
 
 MODEL_CONFIG_VERSION = 2  # 2: records the heads' pooling (version 1 pooled [CLS])
 
@@ -173,6 +180,10 @@ class MultiExitModel(nn.Module):
                              f"on {len(self.layers)} layers")
         self._exit_of = {layer: j for j, layer in enumerate(self.exit_layers)}
         self._reads_previous = tuple(reads_previous(h) for h in self.heads)
+        units = {head_unit(h) for h in self.heads}
+        if len(units) != 1:  # a method bug
+            raise ValueError(f"the exit heads mix units {sorted(units)}: one unit per model")
+        self.unit: str = units.pop()  # "sequence" or "token": what each exit classifies
 
     @property
     def num_layers(self) -> int:
@@ -227,7 +238,8 @@ class MultiExitModel(nn.Module):
 
     def head(self, j: int, hidden: torch.Tensor, attention_mask: torch.Tensor | None = None,
              previous: Any = None) -> torch.Tensor:
-        """Exit j's logits [B, C] from the hidden states after layer exit_layers[j].
+        """Exit j's logits [B, C] ([B, T, C] for a token head) from the hidden states after
+        layer exit_layers[j].
         `attention_mask` is the 2-D 0/1 mask [B, T] of `hidden` (mean pooling needs it; None:
         no padding); `previous` the previous exit's state, for a head that reads it. The head
         runs whole (its signals too: they cost what they cost)."""
@@ -283,9 +295,10 @@ class MultiExitModel(nn.Module):
                 token_type_ids: torch.Tensor | None = None, route: Route | None = None
                 ) -> torch.Tensor:
         """Every exit's outputs, [E, B, C + S]: the logits, then the signals' columns (S = 0 for
-        most methods; `split_outputs` separates them). `route(j, hidden)` -> (what head j reads,
-        what the next layer reads) lets a training scheme act on the gradient's way (SWEET's
-        detaching, ElasticBERT's gradient equilibrium); None: both read `hidden`."""
+        most methods; `split_outputs` separates them); [E, B, T, C] for token heads.
+        `route(j, hidden)` -> (what head j reads, what the next layer reads) lets a training
+        scheme act on the gradient's way (SWEET's detaching, ElasticBERT's gradient
+        equilibrium); None: both read `hidden`."""
         hidden, inputs = self.embed(input_ids, attention_mask, token_type_ids)
         logits, state = [], None
         for i in range(self.exit_layers[-1]):  # layers after the last exit change nothing
@@ -328,6 +341,7 @@ class MultiExitModel(nn.Module):
             "attn_implementation": self.attn_implementation,
             # written only where a head has signals: earlier checkpoints keep their structure
             **({"signals": list(self.signal_names)} if self.signal_names else {}),
+            **({"unit": self.unit} if self.unit != SEQUENCE else {}),  # likewise
         }
 
 
