@@ -49,7 +49,7 @@ from eebench.models.backbones import (
 )
 from eebench.models.exits import LayerWalk
 from eebench.models.families import MASK, Family, LayerInputs, family_of, head_dropout
-from eebench.models.token_heads import SEQUENCE, head_unit
+from eebench.models.token_heads import SEQUENCE, head_unit, new_classifier
 
 MODEL_CONFIG_VERSION = 2  # 2: records the heads' pooling (version 1 pooled [CLS])
 
@@ -115,9 +115,7 @@ class ExitHead(nn.Module):
         else:
             self.__dict__["pooler"] = pooler  # not a submodule: no second copy in state_dict
         self.dropout = nn.Dropout(head_dropout(config))  # the family's hidden dropout
-        self.classifier = nn.Linear(config.hidden_size, num_labels)
-        nn.init.normal_(self.classifier.weight, std=config.initializer_range)
-        nn.init.zeros_(self.classifier.bias)
+        self.classifier = new_classifier(config, num_labels)
 
     def forward(self, hidden: torch.Tensor, attention_mask: torch.Tensor | None = None
                 ) -> torch.Tensor:

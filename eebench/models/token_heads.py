@@ -20,7 +20,7 @@ from eebench.models.families import head_dropout
 SEQUENCE, TOKEN = "sequence", "token"
 UNITS = (SEQUENCE, TOKEN)  # what one exit decides about: a whole sequence, or each token
 
-__all__ = ["SEQUENCE", "TOKEN", "UNITS", "TokenExitHead", "head_unit"]
+__all__ = ["SEQUENCE", "TOKEN", "UNITS", "TokenExitHead", "head_unit", "new_classifier"]
 
 
 def head_unit(head: nn.Module) -> str:
@@ -31,6 +31,15 @@ def head_unit(head: nn.Module) -> str:
     return unit
 
 
+def new_classifier(config: Any, num_labels: int) -> nn.Linear:
+    """A head's linear classifier, initialised as BERT's (normal weights, zero bias): every exit
+    head's, a token head's and eebench.models.multi_exit.ExitHead's."""
+    classifier = nn.Linear(config.hidden_size, num_labels)
+    nn.init.normal_(classifier.weight, std=config.initializer_range)
+    nn.init.zeros_(classifier.bias)
+    return classifier
+
+
 class TokenExitHead(nn.Module):
     """dropout -> linear on every token's hidden state: [B, T, H] -> [B, T, num_labels]."""
 
@@ -39,9 +48,7 @@ class TokenExitHead(nn.Module):
     def __init__(self, config: Any, num_labels: int):
         super().__init__()
         self.dropout = nn.Dropout(head_dropout(config))  # the family's hidden dropout
-        self.classifier = nn.Linear(config.hidden_size, num_labels)
-        nn.init.normal_(self.classifier.weight, std=config.initializer_range)
-        nn.init.zeros_(self.classifier.bias)
+        self.classifier = new_classifier(config, num_labels)
 
     def forward(self, hidden: torch.Tensor, attention_mask: torch.Tensor | None = None
                 ) -> torch.Tensor:
