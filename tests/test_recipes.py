@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import json
 import math
+import re
 import sys
 from pathlib import Path
 
@@ -42,5 +43,12 @@ def test_committed_search_runs_are_cells_of_their_search(path):
     for summary in (ROOT / config["out"]).glob("*/*/*/*/summary.json"):
         run = json.loads((summary.parent / "config.json").read_text())
         assert run["task"] in config["tasks"] and run["model"] == config["model"]
-        assert f"{run['train']['lr']:g}".replace("e-05", "e-5") in script
+        assert any(math.isclose(run["train"]["lr"], lr) for lr in _swept(script, "lr"))
+        assert run["train"]["epochs"] in _swept(script, "epochs")
         assert math.isfinite(json.loads(summary.read_text())["full_model"]["main"])
+
+
+def _swept(script: str, name: str) -> list[float]:
+    """The values a search script's `for NAME in ...` loop sweeps."""
+    [values] = re.findall(rf"for {name} in ([^;\n]+)", script)
+    return [float(v) for v in values.split()]
