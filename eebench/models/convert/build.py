@@ -82,15 +82,15 @@ def _refuse_mismatch(checkpoint: Checkpoint, method: HeadBuilder, wanted: dict[s
                 else f"it has heads.{extra[0]}, which method {method.name!r} has no place for"
                 if extra else f"heads.{other[0]} is {list(given[other[0]])} there, "
                               f"{list(wanted[other[0]])} in method {method.name!r}")
-        raise UsageError(f"{checkpoint.source}: a {checkpoint.format.name} checkpoint's exit heads "
-                         f"do not fit: {what}", hint=_use(checkpoint))
+        raise UsageError(f"{checkpoint.source} ({checkpoint.format.name} format): its exit "
+                         f"heads do not fit: {what}", hint=_use(checkpoint))
 
 
 def _use(checkpoint: Checkpoint) -> str:
     name = checkpoint.exported.get("method") or FORMATS[checkpoint.format.name].method
     settings = checkpoint.exported.get("method_settings") or {}
     extra = "".join(f" -s {k}={v}" for k, v in settings.items())
-    return f"its heads are {name!r}'s: --method {name}{extra}"
+    return f"its heads are those of method {name!r}: --method {name}{extra}"
 
 
 def _span(layers: tuple[int, ...]) -> str:
