@@ -50,6 +50,32 @@ def test_validate_gives_one_verdict_line(bench, tmp_path, kind, needle):
         fails("validate", path, code=1, prefix=f"{path}: ", needle=needle)
 
 
+@pytest.mark.parametrize("edit,needle", [
+    (lambda run, point: point.update(sweep_value=True), "sweep"),
+    (lambda run, point: point.update(sweep_value=float("nan")), "NaN is not a JSON number"),
+    (lambda run, point: run.update(chained_models="x"), "schema_version 2"),
+    (lambda run, point: run.update(chained_models=[1, 2, 10**9]), "schema_version 2"),
+])
+def test_a_malformed_version_2_file_is_one_verdict_line(bench, tmp_path, edit, needle):
+    """The upgrade of a version-2 file never raises: what it cannot read stays for the schema to
+    refuse in one line."""
+    import json
+
+    data = json.loads(bench.submission.read_text())  # as version 2 wrote it:
+    data["schema_version"] = 2  # one number per point, no exit paths
+    for task in data["tasks"].values():
+        for r in task["runs"]:
+            del r["exit_paths"]
+            for p in r["points"]:
+                [p["sweep_value"]] = p.pop("sweep").values()
+    run = next(iter(data["tasks"].values()))["runs"][0]
+    edit(run, run["points"][0])
+    path = tmp_path / "v2.json"
+    path.write_text(json.dumps(data))
+    with unchanged(tmp_path):
+        fails("validate", path, code=1, prefix=f"{path}: ", needle=needle)
+
+
 def test_validate_usage_error():
     fails("validate", code=2, needle="Missing argument")
 
