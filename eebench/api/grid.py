@@ -150,7 +150,7 @@ def _check_shifted_data(cells: list[Cell], data: Path | None, out: Path,
 def _check_models(cells: list[Cell], out: Path, overwrite: bool) -> None:
     """Every backbone a cell still to do trains is found before the first cell starts: a hub id
     offline and not cached is one line, not a line after a cell announced itself."""
-    from eebench.models.backbones import load_tokenizer
+    from eebench.models.backbones import check_trainable
     from eebench.run.artifacts import SUMMARY_FILE
     from eebench.run.execute import run_dir_for
 
@@ -158,7 +158,7 @@ def _check_models(cells: list[Cell], out: Path, overwrite: bool) -> None:
             c.config.model for c in cells if c.config.weights is None
             and (overwrite or not all((run_dir_for(rc, out) / SUMMARY_FILE).exists()
                                       for rc in c.runs))):
-        load_tokenizer(model)  # the model's files, found or fetched
+        check_trainable(model)  # a directory's weights there, a hub id's files found or fetched
 
 
 def check(result: RunResult) -> None:

@@ -38,7 +38,8 @@ from eebench.models import bundled
 # line naming the file for a config no model can be built from, weights that are not safetensors
 # inside the directory, layers the config declares that the weights lack, a missing or
 # mismatched tokenizer.
-from eebench.models.model_dir import check_model_dir
+from eebench.models.model_dir import HINT as DIR_HINT
+from eebench.models.model_dir import check_model_dir, weight_files
 from eebench.registry import Registry
 
 if TYPE_CHECKING:
@@ -201,6 +202,19 @@ def check_loaded(name: str, info: dict[str, Any]) -> None:
                 if missing else f"has {mismatched[0][0]} in another shape")
         raise DataError(f"{name}: the checkpoint {what}; eebench does not fill weights in at "
                         "random", hint="use the config saved with these weights")
+
+
+def check_trainable(name: str) -> None:
+    """Refuse, before any work, a backbone a run cannot train from: a model directory that fails
+    its checks or holds no weights (a config alone), or a hub id offline and not cached (its
+    tokenizer is fetched, or found in the cache)."""
+    where = Path(resolve_backbone(name))
+    if where.is_dir():
+        check_model_dir(where)
+        if not weight_files(where):
+            raise DataError(f"{where}: no weights (model.safetensors, or a shard index): a model "
+                            "directory to train from holds its pretrained weights", hint=DIR_HINT)
+    load_tokenizer(name)
 
 
 def load_tokenizer(name: str) -> Any:

@@ -164,6 +164,16 @@ def test_a_config_without_weights_is_still_a_config(tmp_path):
     assert load_config(str(tmp_path)).num_hidden_layers == 3
 
 
+def test_run_refuses_a_directory_without_weights_before_any_work(bench, tmp_path):
+    """A config and a tokenizer, no weights: `run` says so before it creates a run directory."""
+    model = tmp_path / "config-only"
+    tiny.tiny_family_config("bert", num_layers=2).save_pretrained(str(model))
+    tiny.tokenizer().save_pretrained(str(model))
+    with unchanged(tmp_path):
+        fails(*run_args(model, bench.data, tmp_path, "--method", "pabee"), code=1,
+              needle="no weights")
+
+
 def test_a_sharded_checkpoint_loads_as_the_single_file(bench, tmp_path):
     import torch
     from safetensors.torch import load_file, save_file

