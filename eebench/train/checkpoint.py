@@ -152,8 +152,13 @@ def save_checkpoint(path: Path, model: Any, tokenizer: Any, state: TrainState,
             save_file({k: v.contiguous() for k, v in rng.items()}, str(tmp / RNG_FILE))
         write_json(tmp / STATE_FILE, state.to_dict())  # written last: marks the dir complete
         _swap_in(tmp, path)
-    except BaseException:
+    except BaseException as e:
         shutil.rmtree(tmp, ignore_errors=True)
+        if isinstance(e, Exception) and not isinstance(e, (OSError, EebenchError)):
+            # safetensors' writer raises its own error for a full disk (not an OSError)
+            raise DataError(f"{path}: the checkpoint could not be written ({one_line(e)})",
+                            hint="free disk space and run the same command again: training "
+                            "resumes from the last complete checkpoint") from None
         raise
 
 

@@ -107,6 +107,22 @@ def test_train_leaves_no_checkpoint_and_resumes(bench, tmp_path, monkeypatch):
     assert temporaries(tmp_path) == []
 
 
+def test_train_when_the_weights_writer_fails_on_a_full_disk(bench, tmp_path, monkeypatch):
+    """safetensors' own writer raises its own error type (not an OSError) on a full disk: one
+    line too, and no checkpoint left half written."""
+    from safetensors import SafetensorError
+
+    def full(*args, **kwargs):
+        raise SafetensorError("Error while serializing: IoError(No space left on device)")
+
+    monkeypatch.setattr("safetensors.torch.save_model", full)
+    args = ["train", "--method", "pabee", "--task", "rte", "--model", bench.backbone,
+            "--data-dir", bench.data, "--max-train-samples", "8", "--epochs", "1",
+            "--max-seq-length", "32", "--out", tmp_path / "ckpt"]
+    fails(*args, code=1, banner=True, needle="No space left on device")
+    assert [p for p in (tmp_path / "ckpt").rglob("*") if not p.is_dir()] == []
+
+
 def test_run_keeps_what_is_whole_and_resumes(bench, tmp_path, monkeypatch):
     args = run_args(bench.backbone, bench.data, tmp_path, "--method", "pabee")
     fill_disk(monkeypatch, when=lambda target: target.endswith("predictions.safetensors"))
