@@ -48,6 +48,13 @@ def test_run_writes_a_complete_run_directory(tmp_path, backbone, data_dir, metho
     [variant] = run.summary.variants  # one model, an exit after each of its 3 layers
     assert (variant.name, variant.exit_layers, variant.logits_key) == ("all", [1, 2, 3],
                                                                        "exit_logits")
+    # the cost of its model, as its checkpoint records it; a run reusing it records the same
+    from eebench.train.checkpoint import read_state
+
+    trained = read_state(Path(variant.checkpoint)).train_seconds
+    assert run.summary.train_seconds == trained and 0 < trained <= run.summary.wall_seconds
+    again = _run(tmp_path, backbone, data_dir, "--method", method, "--time-samples", "4")
+    assert R.read_run(Path(again["run_dir"])).summary.train_seconds == trained
     assert variant.hidden_size == 32 and variant.pooling == cfg.pooling
     for row, p in enumerate(points):
         assert sum(p.exit_histogram) == p.n_samples == 20

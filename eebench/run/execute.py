@@ -36,6 +36,7 @@ from eebench.run.artifacts import (
     write_points,
 )
 from eebench.tasks.spec import TaskSpec, get_task
+from eebench.train.checkpoint import read_state
 
 EVAL_SUBSET_SEED = 0  # subsets of the evaluated split do not depend on the run's seed
 
@@ -202,6 +203,7 @@ def _execute(cfgs: list[RunConfig], opts: RunOptions, run_dirs: list[Path]) -> N
         summary.rule = rule_record(c, method, spec)
         summary.files = file_hashes(run_dir)  # the summary vouches for what was written
         summary.wall_seconds = round(time.perf_counter() - started, 1)
+        summary.train_seconds = res.train_seconds
         write_json(run_dir / SUMMARY_FILE, summary)
 
 
@@ -213,10 +215,13 @@ class _Results:
     arrays: dict[str, list[np.ndarray]] = field(
         default_factory=lambda: {"exit_layer": [], "prediction": []})
     extra: dict[str, np.ndarray] = field(default_factory=dict)
+    train_seconds: float = 0.0  # what training its models took (their checkpoints say)
     records: list[VariantRecord] = field(default_factory=list)
 
     def add(self, variant, measured, ckpt_dir: list[Path], n_variants: int) -> None:
         self.points += measured.points
+        self.train_seconds = round(self.train_seconds + sum(
+            getattr(read_state(Path(d)), "train_seconds", 0.0) for d in ckpt_dir), 1)
         for k in self.arrays:
             self.arrays[k].append(measured.arrays[k])
         key = logits_key(variant.name, n_variants)

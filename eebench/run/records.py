@@ -207,7 +207,7 @@ class VariantRecord(Data):
 
 
 class RunSummary(Data):
-    ADDED_LATER = ("rule", "samples_sha256")
+    ADDED_LATER = ("rule", "samples_sha256", "train_seconds")
     schema_version: int = SUMMARY_SCHEMA_VERSION
     model: str
     method: str
@@ -226,6 +226,10 @@ class RunSummary(Data):
     # Wall time of the process that finished the run, training and measurement included (a run
     # resumed from a checkpoint counts what was left); None for runs from before it was recorded.
     wall_seconds: float | None = None
+    # Wall time that training its models took, over every process that trained them (resumes
+    # included; a checkpoint reused as it was counts the time it took then); None for runs from
+    # before it was recorded, 0 for weights made elsewhere.
+    train_seconds: float | None = None
     # The exit rule its points were decided by; None: not known (a plugin method's run written
     # before summary schema 3)
     rule: RuleRecord | None = None

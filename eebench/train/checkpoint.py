@@ -65,6 +65,9 @@ class TrainState:
     global_step: int = 0  # optimizer steps done over all stages
     finished: bool = False
     history: list[dict[str, Any]] = field(default_factory=list)  # dev evaluations
+    # wall seconds the training took so far, over every process that trained it (resumes added;
+    # dev evaluations included): what a run records as the cost of its model
+    train_seconds: float = 0.0
     schema_version: int = SCHEMA_VERSION
 
     def to_dict(self) -> dict[str, Any]:

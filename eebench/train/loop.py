@@ -16,6 +16,7 @@ from __future__ import annotations
 
 import json
 import math
+import time
 from collections.abc import Callable
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
@@ -180,6 +181,7 @@ class _Trainer:
         self.optimizer, self.schedule = None, None
         self.rng = ckpt.rng_state(self.device)  # the RNG state at the last finished step
         self.saved_step = state.global_step
+        self.clock = time.perf_counter()  # training time since the last save
 
     def _check_model_config(self) -> None:
         stored = ckpt.read_model_config(self.path)
@@ -196,6 +198,9 @@ class _Trainer:
     def save(self, wait: bool = True) -> None:
         """Write a checkpoint (the main process); with `wait`, the others wait for it."""
         if self.procs.is_main:
+            now = time.perf_counter()
+            self.state.train_seconds = round(self.state.train_seconds + now - self.clock, 1)
+            self.clock = now
             with ckpt.hold_interrupts():
                 ckpt.save_checkpoint(self.path, self.model, self.tokenizer, self.state,
                                      None if self.state.finished else self.optimizer,
