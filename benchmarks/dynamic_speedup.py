@@ -10,6 +10,8 @@ measured speed-up by the FLOPs speed-up. 1.0 means the FLOPs saving turns fully 
 
 from __future__ import annotations
 
+import time
+
 import numpy as np
 from _common import base_parser, hardware, median, setup
 
@@ -21,7 +23,12 @@ def main() -> None:
     p.add_argument("--time-samples", type=int, default=256)
     p.add_argument("--points", default=None, help="sweep values, comma-separated "
                    "(default: pabee patience 1,2,3; deebert thresholds 0.2,0.4,0.6)")
+    p.add_argument("--clock", choices=("wall", "cpu"), default="wall",
+                   help="wall: elapsed time; cpu: this process's CPU time (one torch thread, "
+                   "CPU only): the same work whatever else the machine runs")
     args = p.parse_args()
+    if args.clock == "cpu" and (args.threads != 1 or (args.device or "cpu") != "cpu"):
+        p.error("--clock cpu measures one torch thread on the CPU: add --threads 1 --device cpu")
 
     from eebench.data.batching import collate
     from eebench.measure.cost_table import build_cost_table
@@ -54,7 +61,8 @@ def main() -> None:
         data = batches(bs)
         for b in data[:3]:
             dynamic_batch(model, rule, b, spec.is_regression, full=full)
-        watch = Stopwatch(device)
+        watch = Stopwatch(device, clock=time.process_time if args.clock == "cpu" else
+                          time.perf_counter)
         for b in data:
             with watch.time():
                 dynamic_batch(model, rule, b, spec.is_regression, full=full)
@@ -62,7 +70,7 @@ def main() -> None:
 
     print(f"hardware: {hardware()}")
     print(f"task {spec.name} dev, {len(sub)} timed samples, model {args.model}, "
-          f"method {args.method}, median of {args.repeats} runs")
+          f"method {args.method}, median of {args.repeats} runs, {args.clock} clock")
     header = (f"{'point':>14} {'avg layer':>9} {'FLOPs x':>8} | {'bs=1 wall x':>11} "
               f"{'ratio':>6} | {'bs=' + str(args.batch_size) + ' wall x':>12} {'ratio':>6}")
     print(header)
