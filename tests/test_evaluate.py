@@ -9,7 +9,7 @@ import pytest
 import torch
 
 from eebench.data.batching import collate, encode, eval_batches
-from eebench.methods.base import METHODS, get_method
+from eebench.methods.base import get_method
 from eebench.models.backbones import POOLINGS
 from eebench.models.outputs import collect_exit_logits
 from eebench.rules.engine import compare, dynamic_batch, dynamic_inference, simulate
@@ -18,7 +18,7 @@ from tests import tiny
 
 # methods whose one model sweeps an exit rule (static trains a model per sweep value; a cascade
 # chains several models: tests/test_cascade.py)
-DYNAMIC = [name for name in METHODS.builtin() if len(get_method(name).variants([1.0, 2.0])) == 1
+DYNAMIC = [name for name in tiny.TEXT_METHODS if len(get_method(name).variants([1.0, 2.0])) == 1
            and len(get_method(name).models(6)) == 1]
 
 

@@ -63,7 +63,7 @@ def _row(table, kind: str, index: int) -> np.ndarray:
 
 
 @pytest.fixture(scope="module",
-                params=[(m, p) for m in sorted(METHODS.builtin()) for p in POOLINGS],
+                params=[(m, p) for m in sorted(tiny.TEXT_METHODS) for p in POOLINGS],
                 ids=lambda mp: "-".join(mp))
 def method_model(request):
     method, pooling = request.param

@@ -19,9 +19,9 @@ from eebench.rules.catalog import RULES
 from eebench.rules.entropy import entropy
 from eebench.tasks.spec import get_task
 from eebench.train.checkpoint import rebuild_model
-from tests.tiny import tiny_model
+from tests.tiny import TEXT_METHODS, tiny_model
 
-ALL_METHODS = METHODS.builtin()  # eebench's own: plugins test themselves
+ALL_METHODS = TEXT_METHODS  # the token methods' models and rules: tests/test_token_*.py
 
 
 def replay(rule: ExitRule, logits: torch.Tensor, signals: dict | None = None) -> list[int]:
@@ -362,7 +362,11 @@ def test_cli_lists_the_rules_and_what_each_needs():
     builtin = set(RULES.builtin())  # a plugin's rules are listed too
     assert builtin <= set(rows) and builtin == {
         "entropy", "normalized-entropy", "maxprob", "calibrated-maxprob", "patience",
-        "confident-patience", "learned"}
+        "confident-patience", "learned", "mean-entropy", "sentee", "tokee"}
+    assert {n for n in rows if rows[n]["unit"] == "token"} == {"mean-entropy", "sentee", "tokee"}
+    # DeeBERT's token model exits on the mean entropy (the survey's); the token methods' own
+    assert {n: rows[n]["default_for"] for n in ("mean-entropy", "sentee", "tokee")} == {
+        "mean-entropy": ["deebert"], "sentee": ["sentee"], "tokee": ["tokee"]}
     assert rows["calibrated-maxprob"]["needs"] == ["classes", "temperatures"]
     assert rows["learned"]["needs"] == ["exit-score"] and rows["patience"]["needs"] == []
     assert rows["patience"]["supports_regression"] and not rows["entropy"]["supports_regression"]

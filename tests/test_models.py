@@ -12,7 +12,7 @@ import torch
 from safetensors.torch import load_model, save_model
 
 from eebench.errors import EebenchError, UsageError
-from eebench.methods.base import METHODS, get_method
+from eebench.methods.base import get_method
 from eebench.models.backbones import (
     POOLINGS,
     default_pooling,
@@ -23,9 +23,9 @@ from eebench.models.backbones import (
 from eebench.models.build import build_model
 from eebench.models.multi_exit import MultiExitModel, pool_tokens
 from eebench.train.checkpoint import rebuild_model
-from tests.tiny import save_tiny_backbone, tiny_model, tokenizer
+from tests.tiny import TEXT_METHODS, save_tiny_backbone, tiny_model, tokenizer
 
-ALL_METHODS = METHODS.builtin()  # eebench's own: plugins test themselves
+ALL_METHODS = TEXT_METHODS  # eebench's own: plugins test themselves; tokens: test_token_*
 SENTENCES = ["a charming and often affecting journey .",
              "unflinchingly bleak and desperate , with a long and winding second half that drags"]
 

@@ -12,9 +12,8 @@ import torch.nn.functional as F
 
 from eebench.data.batching import IGNORE, collate, eval_batches
 from eebench.data.tokens import encode_words
-from eebench.methods import EarlyExitMethod
+from eebench.methods import EarlyExitMethod, get_method
 from eebench.methods.deebert import DeeBERT
-from eebench.methods.heads import TokenHeads
 from eebench.methods.stages import exit_loss, joint
 from eebench.models.token_heads import TokenExitHead
 from eebench.rules.token_engine import (
@@ -32,16 +31,14 @@ CONLL = get_task("conll2003")
 TAGS = len(CONLL.labels)
 
 
-class TokenDeeBERT(TokenHeads, DeeBERT):
-    """DeeBERT's scheme with a token head after every layer (not registered)."""
+def TokenDeeBERT() -> DeeBERT:  # noqa: N802
+    """DeeBERT's scheme with a token head after every layer: its token model."""
+    return DeeBERT(unit="token")
 
-    name = "token-deebert"
 
-
-class TokenJoint(TokenHeads, EarlyExitMethod):
-    """A token head after every layer, one joint stage summing every exit's loss."""
-
-    name = "token-joint"
+def TokenJoint() -> EarlyExitMethod:  # noqa: N802
+    """A token head after every layer, one joint stage summing every exit's loss (SENTEE's)."""
+    return get_method("sentee")
 
 
 @pytest.fixture(scope="module")

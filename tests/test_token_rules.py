@@ -316,13 +316,24 @@ def test_one_token_sentences():
                 z, t, w, max_threshold=t))
 
 
+@pytest.mark.parametrize("rule", [TokenHaltRule(0.0), SentenceEntropyRule(0.0),
+                                  SentenceEntropyRule(0.0, aggregate="mean")])
+def test_a_sentence_with_nothing_to_label_exits_first(rule):
+    """A sentence with no counting token (WNUT-17's lone U+FE0F: no piece) exits at the first
+    exit under every rule, even at threshold 0 where nothing else exits early; the others are
+    decided as without it."""
+    logits, mask = _batch(0, 4, 3, 9)
+    alone = simulate_tokens(rule, logits, mask)
+    mask[2] = False
+    dec = simulate_tokens(rule, logits, mask)
+    assert int(dec.exit_index[2]) == 0 and (dec.prediction[2] == -1).all()
+    keep = [0, 1, 3]
+    assert dec.exit_index[keep].tolist() == alone.exit_index[keep].tolist()
+    assert dec.prediction[keep].tolist() == alone.prediction[keep].tolist()
+
+
 def test_refusals():
     logits, mask = _batch(0, 4, 3, 9)
-    mask[2] = False  # a sentence with no counting token (all padding)
-    with pytest.raises(ValueError, match="sentence 2 has no token that counts"):
-        simulate_tokens(TokenHaltRule(0.1), logits, mask)
-    with pytest.raises(ValueError, match="no token that counts"):
-        SentenceEntropyRule(0.1).start_tokens(torch.zeros(2, 5, dtype=torch.bool))
     with pytest.raises(TypeError, match="start_tokens"):
         TokenHaltRule(0.1).start(4)
     for window in (0, 2, 4, -1, 1.5):

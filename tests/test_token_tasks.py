@@ -354,7 +354,8 @@ def test_offline_hub_is_one_line(tmp_path, task, extra, where):
 
 
 def test_a_sequence_method_on_a_token_task_is_refused_in_one_line():
-    result = runner.invoke(app, ["run", "--method", "deebert", "--task", "conll2003",
+    result = runner.invoke(app, ["run", "--method", "pabee", "--task", "conll2003",
                                  "--dry-run"])
     assert result.exit_code == 2 and len(result.stderr.strip().splitlines()) == 1
-    assert "tags every word" in result.stderr
+    assert "method 'pabee' has no token model" in result.stderr
+    assert "token methods: static, deebert, sentee, tokee" in result.stderr

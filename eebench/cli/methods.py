@@ -24,15 +24,19 @@ def _print_table(title: str, columns: tuple[str, ...], rows: list[tuple[str, ...
 
 @app.command("methods", rich_help_panel=PANEL)
 def methods(as_json: bool = JsonOption) -> None:
-    """List the early-exit methods: paper, sweep parameter, regression support, settings."""
+    """List the early-exit methods: paper, sweep parameter, the tasks they do (texts, tokens:
+    sequence labelling, with the rule there), regression support, settings."""
     from eebench.methods.base import METHODS, get_method
 
     rows = [get_method(name).describe() for name in METHODS.names()]
     if as_json:
         print_json(rows)
         return
-    _print_table(f"{len(rows)} methods", ("method", "sweep", "regression", "settings", "paper"),
+    _print_table(f"{len(rows)} methods", ("method", "sweep", "tasks", "regression", "settings",
+                                          "paper"),
                  [(r["name"], f"{r['sweep_param']} ({r['trains']})",
+                   " + ".join("texts" if u == "sequence" else f"tokens ({r['token_rule'] or 'k'})"
+                              for u in r["units"]),
                    "yes" if r["supports_regression"] else "no",
                    " ".join(f"{k}={v}" for k, v in r["settings"].items()) or "—", r["paper"])
                   for r in rows])
@@ -50,14 +54,15 @@ def rules(as_json: bool = JsonOption) -> None:
     rows = []
     for name in RULES.names():
         row = get_rule(name).describe()
-        row["default_for"] = [m.name for m in methods if m.rule == row["name"]]
+        row["default_for"] = [m.name for m in methods
+                              if row["name"] in (m.rule, m.token_rule)]  # a text's, a token's
         rows.append(row)
     if as_json:
         print_json(rows)
         return
-    _print_table(f"{len(rows)} exit rules", ("rule", "sweep", "needs", "default for",
+    _print_table(f"{len(rows)} exit rules", ("rule", "unit", "sweep", "needs", "default for",
                                              "what it does"),
-                 [(r["name"], r["sweep_param"], ", ".join(r["needs"]) or "—",
+                 [(r["name"], r["unit"], r["sweep_param"], ", ".join(r["needs"]) or "—",
                    ", ".join(r["default_for"]) or "—", r["description"]) for r in rows])
     err_console.print("[dim]needs: " + "; ".join(f"{k} = {v}" for k, v in all_needs().items()))
     err_console.print("[dim]sweep one on a method's model: eebench run --method pabee "

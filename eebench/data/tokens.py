@@ -68,7 +68,32 @@ class EncodedWords(Encoded):
     word_ids: list[list[int | None]]  # per piece: its word's index, None for special tokens
     words: list[int]  # words per sentence (what a prediction per word is scored against)
     words_cut: int  # words with no piece inside max_seq_length (predicted O when scored)
+    tags: list[list[int]] | None = None  # the gold tag id per word (None: unlabelled)
     is_regression: bool = False
+
+    def piece_owner(self, indices: Sequence[int], width: int) -> Any:
+        """long [len(indices), width]: the position of each piece's word's first piece (a
+        halted word's pieces all stop, TOKEE's `copy_wordpiece='all'`); -1 for special tokens
+        and padding."""
+        import torch
+
+        owner = torch.full((len(indices), width), -1, dtype=torch.long)
+        for row, i in enumerate(indices):
+            first = first_pieces(self.word_ids[i])
+            for k, w in enumerate(self.word_ids[i][:width]):
+                if w is not None:
+                    owner[row, k] = first[w]
+        return owner
+
+    def counting_mask(self, indices: Sequence[int], width: int) -> Any:
+        """bool [len(indices), width]: each word's first piece in those sentences, the tokens a
+        token rule reads and a tag is scored from."""
+        import torch
+
+        mask = torch.zeros((len(indices), width), dtype=torch.bool)
+        for row, i in enumerate(indices):
+            mask[row, [k for k in first_pieces(self.word_ids[i]).values() if k < width]] = True
+        return mask
 
 
     def predictions_per_word(self, piece_predictions: Sequence[Sequence[int]]) -> list[list[int]]:
@@ -111,4 +136,5 @@ def encode_words(examples: Any, tokenizer: Any, max_seq_length: int) -> EncodedW
         labels = None
     cut = sum(len(s) - len(first_pieces(w)) for s, w in zip(sentences, word_ids, strict=True))
     return EncodedWords(**tokenised(enc, examples, tokenizer, max_seq_length), labels=labels,
-                        word_ids=word_ids, words=[len(s) for s in sentences], words_cut=cut)
+                        word_ids=word_ids, words=[len(s) for s in sentences], words_cut=cut,
+                        tags=None if tags is None else [[int(t) for t in ts] for ts in tags])

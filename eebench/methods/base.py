@@ -15,13 +15,12 @@ from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any, ClassVar
 
-from pydantic import ValidationError
-
 from eebench.methods.heads import HeadDefaults
 from eebench.methods.rule import RuleDefaults
 from eebench.methods.settings import MethodSettings
 from eebench.methods.stages import Stage, exit_loss
 from eebench.methods.training import TrainingDefaults
+from eebench.methods.units import UnitDefaults
 from eebench.registry import Lazy, Registry
 
 if TYPE_CHECKING:  # torch stays out of `eebench --help`
@@ -34,7 +33,7 @@ __all__ = ["JOINT", "METHODS", "EarlyExitMethod", "MethodSettings", "Stage", "Va
 JOINT = "all"  # the name of a joint method's one variant
 
 
-class EarlyExitMethod(HeadDefaults, TrainingDefaults, RuleDefaults):
+class EarlyExitMethod(HeadDefaults, TrainingDefaults, RuleDefaults, UnitDefaults):
     """Base class; a method subclass is registered with `@register_method("name")`."""
 
     name: ClassVar[str] = ""
@@ -44,17 +43,9 @@ class EarlyExitMethod(HeadDefaults, TrainingDefaults, RuleDefaults):
     Settings: ClassVar[type[MethodSettings]] = MethodSettings  # none, unless a method has some
 
     def __init__(self, **settings: Any):
-        try:
-            self.config = self.Settings.model_validate(settings)  # typed: self.config.<name>
-        except ValidationError as e:
-            from eebench.errors import UsageError
-
-            err = e.errors()[0]
-            known = ", ".join(self.Settings.model_fields) or "none"
-            raise UsageError(
-                f"method {self.name!r}: setting {'.'.join(map(str, err['loc']))}: {err['msg']}",
-                hint=f"its settings are: {known}" if err["type"] == "extra_forbidden" else None,
-            ) from None
+        # typed: self.config.<name>; a method that labels tokens only is a token model
+        self.config = self.Settings.checked(self.name, self.with_unit(settings))
+        self.resolve_unit()
 
     @property
     def settings(self) -> dict[str, Any]:
@@ -85,7 +76,9 @@ class EarlyExitMethod(HeadDefaults, TrainingDefaults, RuleDefaults):
                 "rule": self.rule or None, "comparison": self.rule_comparison(),
                 "provides": sorted(self.provides), "sweep_param": self.sweep_param,
                 "supports_regression": self.supports_regression, "trains": self.trains,
-                "settings": self.config.model_dump(mode="json")}  # every setting, with defaults
+                **self.describe_units(),
+                # every setting, with defaults; the unit is the task's (`units` above)
+                "settings": self.config.model_dump(mode="json", exclude={"unit"})}
 
 
 @dataclass(frozen=True)
@@ -115,7 +108,8 @@ for _name, _ref in (("static", "static:Static"), ("deebert", "deebert:DeeBERT"),
                     ("pabee", "pabee:PABEE"), ("maxprob", "maxprob:MaxProb"),
                     ("fastbert", "fastbert:FastBERT"), ("berxit", "berxit:BERxiT"),
                     ("pcee", "pcee:PCEE"), ("elasticbert", "elasticbert:ElasticBERT"),
-                    ("sweet", "sweet:SWEET"), ("cascade", "cascade:Cascade")):
+                    ("sweet", "sweet:SWEET"), ("cascade", "cascade:Cascade"),
+                    ("sentee", "sentee:SENTEE"), ("tokee", "tokee:TOKEE")):
     METHODS.add(_name, Lazy(f"eebench.methods.{_ref}"))
 
 

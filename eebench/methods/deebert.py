@@ -9,6 +9,10 @@
 The threshold is swept over a grid from 0 (never exit early) to ln C (the largest entropy
 possible, so almost every sample exits at layer 1). Entropy needs a distribution over classes:
 regression tasks are refused.
+
+On a token task (sequence labelling) it is the early-exit survey's NER adaption: a token head
+per layer, the same two stages, and the sentence exits when the mean entropy of its words'
+predictions < threshold (the `mean-entropy` rule, up to ln C).
 """
 
 from __future__ import annotations
@@ -21,6 +25,7 @@ class DeeBERT(EarlyExitMethod):
     paper = "Xin et al., DeeBERT: Dynamic Early Exiting for Accelerating BERT Inference, ACL 2020"
     description = "an off-ramp per layer, two-stage training, exit when entropy < threshold"
     rule = "entropy"
+    token_rule = "mean-entropy"
 
     def stages(self) -> list[Stage]:
         return backbone_then_heads("off-ramps")

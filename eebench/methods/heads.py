@@ -2,14 +2,14 @@
 own copy of the pretrained pooler. A method changes only what differs (where its heads sit,
 whether they share one pooler, what one head is).
 
-`TokenHeads` makes any method's heads token heads (sequence labelling): mixed in first, e.g.
-`class TokenDeeBERT(TokenHeads, DeeBERT)` is DeeBERT with a tag per token after every layer
-(dropout -> linear on each token's hidden state, no pooler); its model's `unit` is "token", and
-the default loss over exits (eebench.methods.stages.exit_loss) reads token labels [B, T]."""
+A method whose `unit` setting is "token" (sequence labelling; the runner sets it from the task)
+has a token head at each of its exits instead: dropout -> linear on every token's hidden state,
+no pooler (eebench.models.token_heads). Where the heads sit stays the method's: DeeBERT's token
+model is a token head after every layer, trained in DeeBERT's two stages."""
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING, Any, ClassVar
+from typing import TYPE_CHECKING, Any
 
 if TYPE_CHECKING:  # torch stays out of `eebench --help`
     from torch import nn
@@ -19,6 +19,13 @@ if TYPE_CHECKING:  # torch stays out of `eebench --help`
 
 class HeadDefaults:
     """The heads part of EarlyExitMethod."""
+
+    config: Any  # the method's settings (its `unit`)
+
+    @property
+    def unit(self) -> str:
+        """What one exit classifies: "sequence" (a text) or "token" (each token)."""
+        return self.config.unit
 
     def head_layers(self, num_layers: int) -> tuple[int, ...]:
         """The layers with an exit after them (1-based) on a backbone of `num_layers` layers:
@@ -36,6 +43,12 @@ class HeadDefaults:
 
         return ExitHead(pooler, config, num_labels, own_pooler=own_pooler)
 
+    def make_token_head(self, config: Any, num_labels: int) -> nn.Module:
+        """One exit's head of a token model: dropout -> linear on every token's hidden state."""
+        from eebench.models.token_heads import TokenExitHead
+
+        return TokenExitHead(config, num_labels)
+
     def build_heads(self, config: Any, num_labels: int, num_layers: int, pooler: nn.Module
                     ) -> ExitHeads:
         """Exit heads for a backbone of `num_layers` layers: a head (`make_head`) after each of
@@ -49,24 +62,11 @@ class HeadDefaults:
         from eebench.models.multi_exit import ExitHeads
 
         layers = self.head_layers(num_layers)
+        if self.unit == "token":  # a tag per token at every exit: no pooler
+            return ExitHeads(nn.ModuleList(self.make_token_head(config, num_labels)
+                                           for _ in layers), layers)
         shared = copy.deepcopy(pooler) if self.shares_pooler() else None
         heads = [self.make_head(copy.deepcopy(pooler) if shared is None else shared, config,
                                 num_labels, own_pooler=shared is None or i == 0)
                  for i in range(len(layers))]
         return ExitHeads(nn.ModuleList(heads), layers)
-
-
-class TokenHeads:
-    """A mixin, before the method's class: every exit's head is a token head
-    (eebench.models.token_heads.TokenExitHead); where the heads sit stays the method's."""
-
-    unit: ClassVar[str] = "token"  # what one exit classifies (the model says it too: `unit`)
-
-    def shares_pooler(self) -> bool:
-        return False  # a token head has no pooler
-
-    def make_head(self, pooler: nn.Module, config: Any, num_labels: int, own_pooler: bool
-                  ) -> nn.Module:
-        from eebench.models.token_heads import TokenExitHead
-
-        return TokenExitHead(config, num_labels)

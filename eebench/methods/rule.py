@@ -85,14 +85,12 @@ class RuleDefaults:
         return (self.comparison or self.rule_kind().comparison) if self.rule else None
 
     def check_task(self, task: Any) -> None:
-        """Refuse a task it cannot do: a regression where its rule needs classes, a tag per
-        token (its exits are per text)."""
-        name = getattr(task, "name", "?")
-        if getattr(task, "unit", "sequence") == "token":
-            raise UsageError(f"task {name!r} tags every word; method {self.name!r} classifies "
-                             "whole texts", hint="token tasks can be loaded, checked and scored "
-                             "(eebench data check); no method trains a token model yet")
-        self.check_regression(getattr(task, "is_regression", False), f" task {name!r}")
+        """Refuse a task it cannot do: a unit (a label per text, a tag per word) it has no model
+        for or that its settings do not say (eebench.methods.units), a regression where its rule
+        needs classes."""
+        self.check_unit(task)
+        self.check_regression(getattr(task, "is_regression", False),
+                              f" task {getattr(task, 'name', '?')!r}")
 
     def check_regression(self, is_regression: bool, what: str = "") -> None:
         if is_regression and not self.supports_regression:

@@ -2,9 +2,9 @@
 
 from __future__ import annotations
 
-from typing import Any, ClassVar
+from typing import Any, ClassVar, Literal
 
-from pydantic import BaseModel, ConfigDict
+from pydantic import BaseModel, ConfigDict, ValidationError
 
 from eebench.io import left_out_at_default
 
@@ -17,8 +17,29 @@ class MethodSettings(BaseModel):
     # only when they differ from their default, so the earlier runs keep their names.
     RECORDED_WHEN_CHANGED: ClassVar[tuple[str, ...]] = ()
 
+    # What one exit classifies: a whole text ("sequence"), or each token ("token": sequence
+    # labelling, a token head per exit). Every method has it; the runner sets it from the task
+    # (a token task trains the method's token model), and a run records it only as "token".
+    unit: Literal["sequence", "token"] = "sequence"
+
+    @classmethod
+    def checked(cls, method: str, settings: dict[str, Any]) -> MethodSettings:
+        """`settings` of method `method`, validated: one line naming what is wrong."""
+        try:
+            return cls.model_validate(settings)
+        except ValidationError as e:
+            from eebench.errors import UsageError
+
+            err = e.errors()[0]
+            known = ", ".join(cls.model_fields) or "none"
+            raise UsageError(
+                f"method {method!r}: setting {'.'.join(map(str, err['loc']))}: {err['msg']}",
+                hint=f"its settings are: {known}" if err["type"] == "extra_forbidden" else None,
+            ) from None
+
     def recorded(self) -> dict[str, Any]:
-        """The settings a run records: all of them, but those RECORDED_WHEN_CHANGED at their
-        default (eebench.io, the one mechanism that keeps run keys stable)."""
-        return left_out_at_default(self.model_dump(), self, self.RECORDED_WHEN_CHANGED)
+        """The settings a run records: all of them, but `unit` and those RECORDED_WHEN_CHANGED at
+        their default (eebench.io, the one mechanism that keeps run keys stable)."""
+        return left_out_at_default(self.model_dump(), self,
+                                   ("unit", *self.RECORDED_WHEN_CHANGED))
 

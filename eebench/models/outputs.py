@@ -55,3 +55,32 @@ def collect_exit_logits(model, batches: Iterable[dict],
     return ExitOutputs(logits, torch.cat(lengths)[order].numpy(), lab, signals)
 
 
+
+
+@dataclass
+class TokenOutputs:
+    """Every exit's token logits for every sentence of a token task's split, from one pass."""
+
+    logits: torch.Tensor  # [E, N, T, C] float32, CPU; T the split's longest sentence, 0-padded
+    mask: torch.Tensor  # bool [N, T]: the tokens that count (each word's first piece)
+    lengths: np.ndarray  # [N] real token lengths (no padding)
+
+
+@torch.inference_mode()
+def collect_token_logits(model, data, batches: Iterable[dict],
+                         progress: Callable[[int], None] | None = None) -> TokenOutputs:
+    """Run every layer and every token head once per sentence of `data` (an EncodedWords);
+    `batches` of its rows as `collect_exit_logits` takes them."""
+    model.eval()
+    device = next(model.parameters()).device
+    n, width = len(data), max(data.lengths)
+    logits = torch.zeros((model.num_exits, n, width, model.num_labels))
+    for batch in batches:
+        inputs = {k: batch[k].to(device) for k in ("input_ids", "attention_mask", "token_type_ids")
+                  if k in batch}
+        out = model(**inputs)[..., : model.num_labels].float().cpu()  # [E, B, T_b, C]
+        logits[:, batch["index"], : out.shape[2]] = out
+        if progress is not None:
+            progress(len(batch["index"]))
+    mask = data.counting_mask(range(n), width)
+    return TokenOutputs(logits, mask, np.asarray(data.lengths, dtype=np.int64))

@@ -54,6 +54,10 @@ def exit_curve(run: Run, spec: TaskSpec) -> ExitCurve:
     if labels is None:
         raise DataError(f"{run.path / PREDICTIONS_FILE}: no labels in it (an unlabelled split)")
     exits = exit_logits(run)
+    if run.unit == "token":  # logits at the counted words; a word without a piece is O
+        return ExitCurve(layers=np.array([layer for layer, _ in exits]),
+                         metrics=tuple(_token_exit_metrics(run, spec, lg, labels)
+                                       for _, lg in exits))
     metrics = []
     for _, logits in exits:
         if logits.shape[0] != len(labels):
@@ -61,6 +65,19 @@ def exit_curve(run: Run, spec: TaskSpec) -> ExitCurve:
                             f"samples, labels for {len(labels)}")
         metrics.append(compute_metrics(spec, logits, labels))
     return ExitCurve(layers=np.array([layer for layer, _ in exits]), metrics=tuple(metrics))
+
+
+def _token_exit_metrics(run: Run, spec: TaskSpec, logits: np.ndarray, labels) -> dict:
+    from eebench.tasks.seqlabel import token_metrics
+
+    counted = run.predictions().get("counted")
+    if counted is None or int(counted.sum()) != logits.shape[0]:
+        raise DataError(f"{run.path / PREDICTIONS_FILE}: a token run's logits without matching "
+                        "`counted` words")
+    tags = np.zeros(len(counted), dtype=np.int64)
+    # a token run stores each exit's tags (int8 [K]); logits [K, C] are read the same way
+    tags[counted.astype(bool)] = logits if logits.ndim == 1 else logits.argmax(-1)
+    return token_metrics(spec, run.by_sentence(tags), labels)
 
 
 @dataclass(frozen=True)

@@ -65,6 +65,7 @@ class ModelFacts:
     # The rule's own settings (its `Settings`) for this run: given by the run, recorded with it;
     # a setting not given takes the rule's default
     rule_settings: Mapping[str, Any] = field(default_factory=dict)
+    num_exits: int | None = None  # the model's exits (TOKEE's thresholds change halfway up)
 
     def provides(self) -> set[str]:
         """What the model gives a rule (NEEDS names, and every head signal by name)."""
@@ -102,6 +103,10 @@ class RuleKind:
     # How its quantity meets the threshold for a sample to exit ("<", "<=", ">=", ">"): data,
     # recorded in every run; a method may name another (its authors' code), through ModelFacts
     comparison: ClassVar[str] = "<"
+    # What it decides about: each text ("sequence", over logits [n, C]) or, for a token model
+    # (sequence labelling, logits [n, T, C]), a sentence or each token ("token": the rules of
+    # eebench.rules.token_catalog). A rule runs only on a model of its unit.
+    unit: ClassVar[str] = "sequence"
 
     def __init_subclass__(cls, **kwargs: Any) -> None:
         super().__init_subclass__(**kwargs)
@@ -198,7 +203,7 @@ class RuleKind:
                 "settings": self.settings(), "needs": list(self.needs),
                 "needs_described": {n: self.describe_need(n) for n in self.needs},
                 "supports_regression": self.supports_regression, "paper": self.paper,
-                "comparison": self.comparison}
+                "comparison": self.comparison, "unit": self.unit}
 
 
 RULES: Registry[type[RuleKind]] = Registry("rule", entry_point_group="eebench.rules")
@@ -382,3 +387,6 @@ class Learned(RuleKind):
         from eebench.rules.learned import LearnedExitRule
 
         return LearnedExitRule(value, self.comparison_for(facts))
+
+
+from eebench.rules import token_catalog  # noqa: E402,F401  (the token rules register here)

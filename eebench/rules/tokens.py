@@ -2,7 +2,9 @@
 (SENTEE), or per token (TOKEE), from per-exit token logits [n, T, C].
 
 Which tokens count is a bool token mask [n, T] (the first piece of each word; padding, special
-tokens and a word's other pieces never count). A token rule keeps it in its state
+tokens and a word's other pieces never count). A sentence with no token that counts (its only
+word is one the tokenizer turns into nothing, as WNUT-17's lone emoji variation selectors) has
+nothing to label: every rule lets it go at the first exit. A token rule keeps it in its state
 (`start_tokens(mask)`), so the batch shrinking of real inference (`base.select_state`) keeps it
 aligned, and a loop that also drops padding columns cuts the state with `trim_tokens`. `step`
 returns a `TokenStepResult`: `exit` [n] (the sentence is done) as for a sequence rule, plus
@@ -102,10 +104,7 @@ class TokenExitRule(ExitRule):
         """The state for sentences whose counting tokens are `mask` (bool [n, T])."""
         if mask.ndim != 2:
             raise ValueError(f"a token mask is [sentences, tokens], got shape {tuple(mask.shape)}")
-        mask = mask.bool()
-        empty = (~mask.any(1)).nonzero().flatten()
-        if len(empty):
-            raise ValueError(f"sentence {int(empty[0])} has no token that counts (all padding)")
+        mask = mask.bool()  # a sentence with none (a word the tokenizer drops) exits at once
         return {"mask": mask, "halted": torch.zeros_like(mask)}
 
     def step(self, state: State, exit_index: int, logits: torch.Tensor,
@@ -130,12 +129,13 @@ class SentenceEntropyRule(TokenExitRule):
              signals: Signals | None = None) -> TokenStepResult:
         mask = state["mask"]
         u = window_max(token_uncertainty(logits, self.normalized), mask, self.window)
+        empty = ~mask.any(1)  # nothing to label: done at the first exit
         if self.aggregate == "max":
             agg = u.amax(1)
         else:
-            agg = u.masked_fill(~mask, 0.0).sum(1) / mask.sum(1)
-        go = meets(agg, self.threshold, self.comparison)
-        margin = (agg - self.threshold).abs()
+            agg = u.masked_fill(~mask, 0.0).sum(1) / mask.sum(1).clamp(min=1)
+        go = meets(agg, self.threshold, self.comparison) | empty
+        margin = (agg - self.threshold).abs().masked_fill(empty, math.inf)
         halt = go[:, None] & mask & ~state["halted"]
         token_margin = torch.where(mask, margin[:, None], math.inf)
         return TokenStepResult({"mask": mask, "halted": state["halted"] | halt}, go, margin,

@@ -51,6 +51,7 @@ class FullPass:
     subset: np.ndarray
     baseline: list[Timing]
     facts: ModelFacts
+    live_costs: Any = None  # a token model whose words halt: per-layer live FLOPs (token_flops)
 
 
 def full_pass(cfg: RunConfig, spec: TaskSpec, ckpt_dirs: list[Path], eval_ex, opts
@@ -226,6 +227,18 @@ def _real_inference(model, rule: ExitRule, enc, subset: np.ndarray, timing: Timi
                     spec: TaskSpec, full: bool) -> tuple[list[Timing], list[Decisions]]:
     """Real inference over the subset at each timing batch size: wall time per batch (raw values
     kept) and the decisions it took, in split positions (rows outside the subset stay 0)."""
+    return timed_inference(
+        model, enc, subset, timing, full,
+        warm=lambda b: dynamic_batch(model, rule, b, spec.is_regression, full=full),
+        infer=lambda batches, timer: dynamic_inference(model, rule, batches, len(enc),
+                                                       spec.is_regression, full, timer=timer))
+
+
+def timed_inference(model, enc, subset: np.ndarray, timing: TimingConfig, full: bool,
+                    warm: Callable[[dict], Any], infer: Callable[[list[dict], Any], Any]
+                    ) -> tuple[list[Timing], list[Any]]:
+    """At each timing batch size, `infer(batches, timer)` over the subset's batches (after
+    `warm` on the first few), timed batch by batch: the timings and what each `infer` gave."""
     from eebench.measure.timing import (
         Stopwatch,
         device_description,
@@ -239,12 +252,11 @@ def _real_inference(model, rule: ExitRule, enc, subset: np.ndarray, timing: Timi
     for bs in timing.batch_sizes:
         batches = [{k: v.to(device) for k, v in b.items()} for b in _batches(enc, subset, bs)]
         for b in batches[: timing.warmup]:
-            dynamic_batch(model, rule, b, spec.is_regression, full=full)
+            warm(b)
         reset_peak_memory(device)
         watch = Stopwatch(device)
         for _ in range(repeats):
-            dec = dynamic_inference(model, rule, batches, len(enc), spec.is_regression, full,
-                                    timer=watch.time)
+            dec = infer(batches, watch.time)
         decisions.append(dec)
         total_s = sum(watch.raw_ms) / 1e3 / repeats
         timings.append(Timing(

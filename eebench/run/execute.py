@@ -181,6 +181,10 @@ def _execute(cfgs: list[RunConfig], opts: RunOptions, run_dirs: list[Path]) -> N
 
     from eebench.run.evaluate import full_pass, rule_record, sweep_variant
 
+    if spec.unit == "token":  # a tag per word: entity F1, a decision per sentence
+        from eebench.run.evaluate_tokens import sweep_tokens as sweep_variant  # noqa: F811
+        from eebench.run.evaluate_tokens import token_pass as full_pass  # noqa: F811
+
     results = [_Results() for _ in cfgs]
     for variant in variants:
         # its models, trained one by one (one, or several run in turn), measured as one
@@ -231,6 +235,12 @@ class _Results:
         if measured.arrays.get("labels") is not None:
             self.extra["labels"] = measured.arrays["labels"]
         self.extra["lengths"] = measured.arrays["lengths"]
+        for name in ("words", "counted"):  # a token task's: words per sentence, with a piece
+            if name in measured.arrays:
+                self.extra[name] = measured.arrays[name]
+        if "token_exit_layer" in measured.arrays:  # per point, like the predictions
+            self.arrays.setdefault("token_exit_layer", []).append(
+                measured.arrays["token_exit_layer"])
         self.records.append(VariantRecord(
             name=variant.name, sweep_values=[p.sweep for p in measured.points],
             logits_key=key, checkpoint=";".join(map(str, ckpt_dir)), **measured.structure))

@@ -9,6 +9,7 @@ from dataclasses import dataclass, field
 
 from eebench.errors import UsageError
 from eebench.methods.base import get_method
+from eebench.methods.units import for_task, refusal
 from eebench.run.artifacts import RunConfig
 from eebench.run.config import BenchConfig
 from eebench.tasks.loaders import resolve_split
@@ -45,9 +46,9 @@ def expand(config: BenchConfig, skip_unrunnable: bool = True) -> Grid:
     skipped: dict[tuple[str, str], str] = {}  # (method, task) -> reason, each pair once
     if skip_unrunnable:
         for m, t, _ in jobs:
-            if not get_method(m).supports_regression and get_task(t).is_regression:
-                skipped[(m, t)] = (f"{m} cannot do regression (its "
-                                   f"{get_method(m).rule or 'exit'} rule needs classes)")
+            why = refusal(m, get_task(t))  # a unit it has no model for, a regression
+            if why is not None:
+                skipped[(m, t)] = why
         jobs = [(m, t, s) for m, t, s in jobs if (m, t) not in skipped]
     runs = []
     for m, t, s in jobs:
@@ -70,13 +71,20 @@ def rules_for(config: BenchConfig, method: str, task: str,
     refused in one line."""
     from eebench.rules.catalog import get_rule
 
-    m = get_method(method, **config.methods_settings.get(method, {}))
     spec = get_task(task)
+    m = get_method(method, **for_task(config.methods_settings.get(method, {}), spec))
     out = []
     for name in config.rules:
         kind = get_rule(name)
         if kind.name == m.rule:
             continue  # the method's own rule: its plain run
+        if kind.unit != m.unit:  # a text's rule on a token model, or the other way round
+            why = (f"rule {kind.name!r} decides per {kind.unit}; {m.name}'s model on "
+                   f"{spec.name} decides per {m.unit}")
+            if skipped is None:
+                raise UsageError(why, hint="`eebench rules` shows each rule's unit")
+            skipped[(f"{m.name}+{kind.name}", spec.name)] = why
+            continue
         if len(m.variants([1.0, 2.0])) > 1:  # one model per sweep value, e.g. static's
             raise UsageError(f"--rule {kind.name}: {m.name} trains {m.trains}, each with one "
                              "exit: there is no exit to choose", hint="use --rule with methods "
@@ -134,7 +142,7 @@ def run_config_for(config: BenchConfig, method: str, task: str, seed: int,
     evaluated = spec if config.eval_task is None else get_task(config.eval_task)
     if evaluated.name != spec.name:
         check_shift(spec, evaluated)
-    settings = config.methods_settings.get(method, {})
+    settings = for_task(config.methods_settings.get(method, {}), spec)  # a token model?
     weights, model = None, config.from_checkpoint or config.model
     if config.from_checkpoint is None:
         pooling = resolve_pooling(config.model, config.pooling)

@@ -47,6 +47,12 @@ class Run:
     def model(self) -> str:
         return self.config.model
 
+    @property
+    def unit(self) -> str:
+        """What its exits decide about: "sequence" (a text), or "token" (sequence labelling:
+        its `prediction` rows are a tag per word, the split's words in order)."""
+        return str(self.config.method_settings.get("unit", "sequence"))
+
     def variant_of(self, point: OperatingPoint) -> VariantRecord:
         """The recorded model a point was measured on."""
         for v in self.variants:
@@ -69,18 +75,36 @@ class Run:
                 raise DataError(f"{path}: not a readable safetensors file ({e})") from None
         return self.arrays
 
-    def labels(self) -> np.ndarray | None:
-        """The labels alone, without reading the (larger) per-exit arrays."""
+    def labels(self) -> np.ndarray | list[np.ndarray] | None:
+        """The labels alone, without reading the (larger) per-exit arrays: [N], or for a token
+        run a tag per word of each sentence (`by_sentence`)."""
+        got = self._arrays("labels", "words")
+        labels = got.get("labels")
+        if labels is None or self.unit != "token":
+            return labels
+        return self.by_sentence(labels, got.get("words"))
+
+    def by_sentence(self, per_word: np.ndarray, words: np.ndarray | None = None
+                    ) -> list[np.ndarray]:
+        """A token run's per-word row (the split's words in order) cut into its sentences."""
+        words = self._arrays("words").get("words") if words is None else words
+        if words is None or int(np.sum(words)) != len(per_word):
+            raise DataError(f"{self.path / PREDICTIONS_FILE}: a token run's arrays without "
+                            "matching `words` (words per sentence)")
+        return np.split(per_word, np.cumsum(words)[:-1])
+
+    def _arrays(self, *names: str) -> dict[str, np.ndarray]:
+        """The named arrays there are, without reading the others."""
         if self.arrays is not None:
-            return self.arrays.get("labels")
+            return {k: self.arrays[k] for k in names if k in self.arrays}
         from safetensors import safe_open
 
         path = self.path / PREDICTIONS_FILE
         if not path.is_file():
-            return None
+            return {}
         try:
             with safe_open(str(path), framework="numpy") as f:
-                return f.get_tensor("labels") if "labels" in f.keys() else None
+                return {k: f.get_tensor(k) for k in names if k in f.keys()}
         except Exception as e:  # safetensors raises its own error types
             raise DataError(f"{path}: not a readable safetensors file ({e})") from None
 

@@ -62,6 +62,15 @@ def evaluate_exits(model: torch.nn.Module, data: Any, spec: TaskSpec, batch_size
     from eebench.tasks.metrics import compute_metrics
 
     was_training = model.training
+    if spec.unit == "token":  # a tag per word, scored on entities
+        from eebench.models.outputs import collect_token_logits
+        from eebench.tasks.seqlabel import token_metrics
+
+        out = collect_token_logits(model, data, eval_batches(data, batch_size,
+                                                             sort_by_length=True))
+        model.train(was_training)
+        preds = out.logits.argmax(-1).where(out.mask, -1).numpy()  # [E, N, T]
+        return [token_metrics(spec, data.predictions_per_word(p), data.tags) for p in preds]
     out = collect_exit_logits(model, eval_batches(data, batch_size, sort_by_length=True))
     model.train(was_training)
     preds = predictions_from_logits(out.logits, spec.is_regression)
@@ -143,7 +152,7 @@ class _Trainer:
                  console, on_step, pooling, held_out=None, procs=distributed.ONE):
         import torch
 
-        from eebench.data.batching import encode
+        from eebench.data.batching import encode_for
         from eebench.models.backbones import load_tokenizer
         from eebench.models.build import build_model
 
@@ -170,14 +179,12 @@ class _Trainer:
                         bias.fill_(mean)
         self.model.to(self.device)
         procs.broadcast(self.model)
-        self.train_data = encode(train_examples, self.tokenizer, cfg.max_seq_length,
-                                 spec.is_regression)
-        self.held_out = None if held_out is None else encode(
-            held_out, self.tokenizer, cfg.max_seq_length, spec.is_regression)
+        self.train_data = encode_for(spec, train_examples, self.tokenizer, cfg.max_seq_length)
+        self.held_out = None if held_out is None else encode_for(
+            spec, held_out, self.tokenizer, cfg.max_seq_length)
         self.dev_data = None
         if dev_examples is not None and dev_examples.labels is not None and len(dev_examples):
-            self.dev_data = encode(dev_examples, self.tokenizer, cfg.max_seq_length,
-                                   spec.is_regression)
+            self.dev_data = encode_for(spec, dev_examples, self.tokenizer, cfg.max_seq_length)
         self.optimizer, self.schedule = None, None
         self.rng = ckpt.rng_state(self.device)  # the RNG state at the last finished step
         self.saved_step = state.global_step
