@@ -175,3 +175,30 @@ def test_per_token_flops_by_hand(model, enc):
     # fewer FLOPs than running every layer on every piece to the same exit
     whole = table.per_sample_flops(run.decisions.exit_index.numpy(), np.asarray(enc.lengths))
     assert (flops <= whole).all() and (flops < whole).any()
+
+
+def test_eebench_flops_counts_a_live_layer_as_by_hand(tmp_path):
+    """`eebench flops --unit token --live q`: each layer with q of n tokens live costs the hand
+    count; with every token live, what the plain count gives."""
+    import json
+
+    from tests.cli import invoke
+
+    backbone = tiny.save_tiny_backbone(tmp_path / "backbone")
+    config = json.loads((backbone / "config.json").read_text())
+    d, ff = config["hidden_size"], config["intermediate_size"]
+
+    def layers(*extra):
+        result = invoke("flops", "--model-config", backbone, "--method", "tokee", "--unit",
+                        "token", "--num-labels", TAGS, "--seq-len", 12, "--json", *extra)
+        assert result.exit_code == 0, result.output
+        out = json.loads(result.stdout)
+        assert out["counters_agree"]
+        return [r["fvcore"] for r in out["modules"] if r["module"].startswith("layer")]
+
+    q, n = 4, 12
+    hand = 2 * (2 * q * d * d + 2 * n * d * d + 2 * q * n * d + 2 * q * d * ff)
+    assert layers("--live", q) == [hand] * config["num_hidden_layers"]
+    assert layers("--live", n) == layers()
+    refused = invoke("flops", "--model-config", backbone, "--live", 3)
+    assert refused.exit_code == 2 and "--unit token" in refused.stderr

@@ -185,3 +185,34 @@ def test_tokee_run_records_its_per_token_flops(runs, data_dir):
         assert np.concatenate(tags).tolist() == arrays["prediction"][row].tolist()
         early += int((got.live_pieces[:, -1] < np.asarray(enc.lengths)).sum())
     assert early > 0  # some points halt words before the last layer
+
+
+def test_export_conll_writes_a_file_per_point_that_scores_as_the_run(runs, data_dir, tmp_path):
+    """`eebench export-conll`: one CoNLL file per point (word, tag; a blank line after each
+    sentence), the run's own words; scored against the gold tags, each file gives the point's
+    entity F1. Data that is not the run's own is refused in one line."""
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        from seqeval.metrics import f1_score
+
+    root, _, _ = runs
+    [run_dir] = _run_dirs(root, "sentee")
+    run = load_run(run_dir)
+    result = invoke("export-conll", run_dir, "--out", tmp_path / "conll", "--data-dir",
+                    data_dir, "--json")
+    assert result.exit_code == 0, result.output
+    files = json.loads(result.stdout)
+    assert len(files) == len(run.points)
+    truth = [[CONLL.labels[t] for t in s] for s in run.labels()]
+    for f, p in zip(files, run.points, strict=True):
+        sentences = [s.splitlines() for s in
+                     open(f["path"], encoding="utf-8").read().strip("\n").split("\n\n")]
+        assert len(sentences) == f["sentences"] == 40
+        tags = [[line.rsplit(" ", 1)[1] for line in s] for s in sentences]
+        assert p.main == pytest.approx(100 * f1_score(truth, tags, zero_division=0), abs=1e-9)
+    wrong = invoke("export-conll", run_dir, "--out", tmp_path / "other", "--data-dir",
+                   tmp_path / "nothing-here")
+    assert wrong.exit_code == 1 and len(wrong.stderr.strip().splitlines()) == 1
+    text = invoke("export-conll", run_dir.parent.parent.parent / "static" / "conll2003",
+                  "--out", tmp_path / "x")
+    assert text.exit_code in (1, 2)

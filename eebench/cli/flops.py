@@ -56,6 +56,13 @@ def flops_command(
     pooling: Annotated[str | None, typer.Option(
         "--pooling", help="How the exit heads pool: cls or mean (default: the way the backbone "
         "was pretrained to pool; see `eebench backbones`).", show_default=False)] = None,
+    unit: Annotated[str, typer.Option(
+        "--unit", help="sequence: a label per text (pooled heads); token: a tag per token "
+        "(token heads, sequence labelling).")] = "sequence",
+    live: Annotated[int | None, typer.Option(
+        "--live", help="Token models: count every layer with only this many of the n tokens "
+        "live (token-level exit: the others halted, their states copied; keys and values still "
+        "cover all n).", show_default=False)] = None,
     json_out: bool = JsonOption,
 ) -> None:
     """Count FLOPs per module (embeddings, each layer, each exit head) with fvcore and torch."""
@@ -71,12 +78,19 @@ def flops_command(
                          hint=f"choose from: {', '.join(CONVENTIONS)}")
     if not 1 <= num_labels <= MAX_LABELS:
         raise UsageError(f"--num-labels must be in 1..{MAX_LABELS:,}, got {num_labels}")
+    if unit not in ("sequence", "token"):
+        raise UsageError(f"--unit is sequence or token, got {unit!r}")
+    if live is not None and (unit != "token" or not 0 <= live <= seq_len):
+        raise UsageError(f"--live counts a token model's layers with 0..{seq_len} live tokens",
+                         hint="with --unit token and --live at most --seq-len")
     pooling = _pooling(model_config, pooling)
     config = _config(model_config)
-    m = get_method(method)
+    m = get_method(method, **({"unit": "token"} if unit == "token" else {}))
+    # a live count reads which tokens are live: real (random) weights, not shapes only
+    device = "cpu" if live is not None else "meta"
 
     def build(part):  # a fresh config each: assembling a static model cuts its layers
-        with torch.device("meta"):  # shapes only: counting needs no values and no memory
+        with torch.device(device):  # meta: shapes only, counting needs no values, no memory
             hf = AutoModel.from_config(copy.deepcopy(config), attn_implementation="eager")
             return assemble(hf, part, num_labels, pooling=pooling)
 
@@ -89,10 +103,11 @@ def flops_command(
     for s, model in enumerate(models):
         n = model.num_layers
         prefix = f"model {s + 1} ({n} layer{'s' * (n != 1)}): " if several else ""
-        rows += _count(model, seq_len, convention, prefix)
+        rows += _count(model, seq_len, convention, prefix, live)
     totals = {c: sum(r[c] for r in rows) for c in ("fvcore", "torch")}
     result = {
-        "model_config": model_config, "method": method, "seq_len": seq_len,
+        "model_config": model_config, "method": method, "seq_len": seq_len, "unit": unit,
+        "live": live,
         "num_labels": num_labels, "pooling": pooling, "convention": convention,
         "convention_description": CONVENTIONS[convention],
         "modules": rows, "total_flops": totals["fvcore"], "total_flops_torch": totals["torch"],
@@ -120,20 +135,32 @@ def flops_command(
         raise typer.Exit(1)
 
 
-def _count(model, seq_len: int, convention: str, prefix: str = "") -> list[dict]:
+def _count(model, seq_len: int, convention: str, prefix: str = "", live: int | None = None
+           ) -> list[dict]:
     """One row per module of `model` (embeddings, each layer, each exit head): its FLOPs at
-    `seq_len` tokens from fvcore and from torch's FlopCounterMode."""
+    `seq_len` tokens from fvcore and from torch's FlopCounterMode; with `live`, each layer
+    computes that many of the tokens (eebench.models.live_layer)."""
     import torch
 
     from eebench.measure.flops import fvcore_flops, layer_piece, torch_flops
 
-    with torch.device("meta"):
+    device = next(model.parameters()).device
+    with torch.device(device), torch.no_grad():
         ids = torch.zeros(1, seq_len, dtype=torch.long)
         ones = torch.ones(1, seq_len, dtype=torch.long)
         hidden, inputs = model.embed(ids, ones, torch.zeros_like(ones))
     pieces = [("embeddings", model.embed, (ids, ones, torch.zeros_like(ones)))]
-    pieces += [(f"layer {i + 1}", *layer_piece(model, i, hidden, inputs))
-               for i in range(model.num_layers)]
+    if live is None:
+        pieces += [(f"layer {i + 1}", *layer_piece(model, i, hidden, inputs))
+                   for i in range(model.num_layers)]
+    else:
+        from eebench.models.live_layer import check_live, live_layer
+
+        check_live(model)
+        running = torch.arange(seq_len)[None, :] < live  # the first `live` tokens
+        pieces += [(f"layer {i + 1} ({live} of {seq_len} live)",
+                    lambda h, a, i=i: live_layer(model.layers[i], h, a, running),
+                    (hidden, inputs.attention_mask)) for i in range(model.num_layers)]
     # a head that reads the previous exit's state is counted with the state it gets in a run
     stateful = getattr(model, "stateful", False)
     previous = model.previous_states(hidden, ones) if stateful else None

@@ -1,4 +1,4 @@
-"""`eebench submit`, `validate`, `export-elue` and `eebench leaderboard build|check|schema`.
+"""`eebench submit`, `validate`, `export-elue`, `export-conll`, `leaderboard build|check|schema`.
 
 Thin: each command calls eebench.submit and prints. Verdicts and tables go to stderr, `--json` to
 stdout alone. A file that fails validation is one line naming the file and the reason, and exit
@@ -147,6 +147,35 @@ def export_elue_command(
                                "sweep_value": f.sweep_value, "rows": f.rows,
                                "avg_exit_layer": f.avg_exit_layer, "mean_mflops": f.mean_mflops}
                               for f in result.files]})
+
+
+@app.command("export-conll", rich_help_panel=PANEL)
+def export_conll_command(
+    run: Annotated[Path, typer.Argument(help="A token task's run directory (a test-split run "
+                                        "for blind scoring).", show_default=False)],
+    out: Annotated[Path, typer.Option("--out", "-o", help="Directory for the CoNLL files.",
+                                      show_default=False)],
+    data_dir: Path | None = DataDirOption,
+    json_out: bool = JsonOption,
+) -> None:
+    """Write a token task's predictions in CoNLL format (word, tag), one file per point; the
+    words are read from the run's data."""
+    from rich.table import Table
+
+    from eebench.submit.export_conll import export_conll
+
+    files = export_conll(run, out_dir(out, "the CoNLL files"), resolve_data_dir(data_dir))
+    table = Table(title=f"CoNLL files in {out}")
+    for col in ("file", "sentences", "avg exit layer", "MFLOPs"):
+        table.add_column(col, justify="left" if col == "file" else "right")
+    for f in files:
+        table.add_row(f.path.name, str(f.sentences), f"{f.avg_exit_layer:.2f}",
+                      f"{f.mean_mflops:.2f}")
+    err_console.print(table)
+    if json_out:
+        print_json([{"path": str(f.path), "sweep": f.sweep, "sentences": f.sentences,
+                     "avg_exit_layer": f.avg_exit_layer, "mean_mflops": f.mean_mflops}
+                    for f in files])
 
 
 @leaderboard_app.command("build")
