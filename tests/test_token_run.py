@@ -216,3 +216,23 @@ def test_export_conll_writes_a_file_per_point_that_scores_as_the_run(runs, data_
     text = invoke("export-conll", run_dir.parent.parent.parent / "static" / "conll2003",
                   "--out", tmp_path / "x")
     assert text.exit_code in (1, 2)
+
+
+def test_the_token_report_block(runs):
+    """The `token-benchmark` report kind over token runs: the ELUE scores against the static
+    curve, the static curve, the best point per FLOPs budget, and where TOKEE's words exit."""
+    from eebench.api.reports import Block, Context, Runs, build
+
+    root, _, _ = runs
+    block = Block(name="ner", kind="token-benchmark", marker="ner",
+                  runs={"main": Runs(folder=str(root / "runs"))},
+                  options={"tasks": ["conll2003"], "budgets": [0.5, 1.0],
+                           "methods": ["static", "deebert", "sentee", "tokee"],
+                           "word_points": [0.0, 0.5], "reference_name": "tiny-static"},
+                  text={"none": "none", "task": "### {title}\n\n{static}\n\n{budgets}\n\n{words}",
+                        "body": "{n_runs} runs, seeds {seeds}\n\n{elue}\n\n{tasks}"})
+    text = build(block, Context(root=root, write=False))
+    assert "4 runs, seeds 42" in text and "### CoNLL-2003" in text
+    assert "| static   |        +0.00 |" in text  # the reference scores 0 against itself
+    assert "≤ 50% FLOPs" in text and "entity words' layer" in text
+    assert text.count("| tokee ") >= 3  # its ELUE score, its budgets, its words

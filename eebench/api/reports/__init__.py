@@ -11,7 +11,15 @@ one `mean ± std` formatter and one way of placing a block (eebench.api.reports.
     generate([block], Context(root=Path(".")), check=True)  # the documents that would change
 """
 
-from eebench.api.reports import ablation, curves, difficulty, elue, quality, shift  # noqa: F401
+from eebench.api.reports import (  # noqa: F401
+    ablation,
+    curves,
+    difficulty,
+    elue,
+    quality,
+    shift,
+    tokens,
+)
 from eebench.api.reports.core import KINDS, Block, Context, Runs, build, generate, kind, page
 
 __all__ = ["KINDS", "Block", "Context", "Runs", "build", "generate", "kind", "page"]
