@@ -46,8 +46,9 @@ class LocalEngine(Engine):
             cell, started = h.cell, time.perf_counter()
             rc = cell.config
             shift = f" trained on {rc.train_task}" if rc.train_task else ""
-            self.say(f"run {cell.label} on {rc.task}{shift} (seed {rc.seed}, {rc.pooling} "
-                     "pooling)")
+            heads = ("token heads" if rc.method_settings.get("unit") == "token"
+                     else f"{rc.pooling} pooling")
+            self.say(f"run {cell.label} on {rc.task}{shift} (seed {rc.seed}, {heads})")
             done = execute_runs(cell, opts)
             seconds = round(time.perf_counter() - started, 2)
             here = cell_dir(cell, self.worker.out)
