@@ -202,3 +202,54 @@ def test_eebench_flops_counts_a_live_layer_as_by_hand(tmp_path):
     assert layers("--live", n) == layers()
     refused = invoke("flops", "--model-config", backbone, "--live", 3)
     assert refused.exit_code == 2 and "--unit token" in refused.stderr
+
+
+@pytest.mark.slow
+def test_on_minilm_the_authors_loops_agree_with_eebench_on_every_token(minilm_path, enc):
+    """On MiniLM-L6 (the pretrained backbone, token heads sharpened as above): TOKEE's authors'
+    loop against the exact and the live loop, and SENTEE's authors' loop (one sentence at a
+    time, its own forward) against the replay of one full pass and real dynamic inference."""
+    from eebench.models.build import build_model
+    from eebench.rules.token_engine import dynamic_token_batch
+    from eebench.rules.tokens import SentenceEntropyRule
+    from tests.test_token_rules import _sentee_loop
+
+    torch.manual_seed(0)
+    m = build_model(str(minilm_path), get_method("tokee"), TAGS)
+    with torch.no_grad():
+        for head in m.heads:
+            head.classifier.weight.mul_(10.0)
+    m.eval()
+    n = len(enc)
+    batch = collate(enc, list(range(n)))
+    width = batch["input_ids"].shape[1]
+    mask, owner = enc.counting_mask(range(n), width), enc.piece_owner(range(n), width)
+    for threshold in (0.4, 0.6):
+        rule = TokenHaltRule(threshold, 5, upper_from=m.num_exits // 2)
+        exact, _ = halting_batch(m, rule, batch, mask, owner)
+        live, _ = halting_batch(m, rule, batch, mask, owner, live=True)
+        assert torch.equal(exact.token_exit, live.token_exit)
+        assert torch.equal(exact.prediction, live.prediction)
+        assert len(set(exact.token_exit[mask].tolist())) >= 2  # words halt at several exits
+        for i in range(n):
+            stop, words = _authors_tokee(m, enc.input_ids[i], enc.word_ids[i], threshold, 5)
+            first = first_pieces(enc.word_ids[i])
+            assert stop == int(exact.exit_index[i])
+            assert words == {w: (int(exact.token_exit[i, k]), int(exact.prediction[i, k]))
+                             for w, k in first.items()}
+    with torch.inference_mode():
+        logits = m(batch["input_ids"], batch["attention_mask"], batch.get("token_type_ids"))
+    for threshold in (0.55, 0.7):
+        rule = SentenceEntropyRule(threshold)
+        sim = simulate_tokens(rule, logits, mask)
+        real_exit, real_pred = dynamic_token_batch(m, rule, batch, mask)
+        assert torch.equal(sim.exit_index, real_exit) and torch.equal(sim.prediction, real_pred)
+        assert len(set(sim.exit_index.tolist())) >= 2
+        for i in range(n):  # the authors' loop on the sentence alone, at batch size 1
+            ids = torch.tensor([enc.input_ids[i]])
+            with torch.inference_mode():
+                z = m(ids, torch.ones_like(ids))[:, 0]  # [E, T, C]
+            words = list(first_pieces(enc.word_ids[i]).values())
+            stop, _, preds = _sentee_loop(z[:, words], threshold, "max")
+            assert stop == int(sim.exit_index[i])
+            assert preds == sim.prediction[i, words].tolist()
