@@ -109,6 +109,7 @@ OWN_CONFIG = {
     "ner-minilm-tokee": ("ner-minilm.toml", {"methods": ["sentee", "deebert"], "rules": ["tokee"]}),
     "ner-minilm-test": ("ner-minilm.toml", {"seeds": [1], "split": "test"}),
     "minilm-recipes": ("minilm-recipes.toml", {}),
+    "peers-minilm": ("peers.toml", {}),
 }
 
 
