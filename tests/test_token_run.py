@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import json
 import warnings
+from pathlib import Path
 
 import numpy as np
 import pytest
@@ -73,6 +74,16 @@ def test_token_runs_score_entities_and_agree_with_real_inference(runs, method):
         assert max(layers) == 4 and min(layers) < 4
         tags = arrays[run.variants[0].logits_key]  # each exit's tag at the counted words
         assert tags.shape == (4, int(arrays["counted"].sum())) and tags.dtype == np.int8
+
+
+def test_rederive_refuses_a_token_run_in_one_line(runs):
+    from eebench.errors import DataError
+    from eebench.run.rederive import rederive
+
+    root, _, _ = runs
+    [run_dir] = _run_dirs(root, "sentee")
+    with pytest.raises(DataError, match="a token run stores each exit's tags"):
+        rederive(run_dir)
 
 
 def test_token_runs_go_downstream(runs, tmp_path):
@@ -236,3 +247,31 @@ def test_the_token_report_block(runs):
     assert "| static   |        +0.00 |" in text  # the reference scores 0 against itself
     assert "≤ 50% FLOPs" in text and "entity words' layer" in text
     assert text.count("| tokee ") >= 3  # its ELUE score, its budgets, its words
+
+
+COMMITTED = sorted(p.parent for p in (Path(__file__).resolve().parents[1] / "benchmarks" /
+                                      "results").glob("ner-minilm*/*/*/*/*/summary.json"))
+
+
+@pytest.mark.parametrize("run_dir", COMMITTED, ids=[p.name for p in COMMITTED])
+def test_seqeval_reports_the_score_of_each_committed_token_run(run_dir):
+    """On every committed dev run of the NER benchmark, seqeval's own report from the stored
+    tags equals each point's entity F1, precision and recall."""
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        from seqeval.metrics import classification_report
+
+    config = json.loads((run_dir / "config.json").read_text())
+    if config["split"] != "dev":
+        pytest.skip("a test-split run: its labels are withheld")
+    run = load_run(run_dir)
+    spec = get_task(run.config.task)
+    truth = [[spec.labels[t] for t in s] for s in run.labels()]
+    arrays = run.predictions()
+    for row, p in enumerate(run.points):
+        tags = [[spec.labels[t] for t in s] for s in run.by_sentence(arrays["prediction"][row])]
+        report = classification_report(truth, tags, output_dict=True, zero_division=0)
+        micro = report["micro avg"]
+        assert p.metrics["entity_f1"] == pytest.approx(100 * micro["f1-score"], abs=1e-9)
+        assert p.metrics["entity_precision"] == pytest.approx(100 * micro["precision"], abs=1e-9)
+        assert p.metrics["entity_recall"] == pytest.approx(100 * micro["recall"], abs=1e-9)

@@ -31,7 +31,7 @@ class MethodSettings(BaseModel):
             from eebench.errors import UsageError
 
             err = e.errors()[0]
-            known = ", ".join(cls.model_fields) or "none"
+            known = ", ".join(f for f in cls.model_fields if f != "unit") or "none"  # the task's
             raise UsageError(
                 f"method {method!r}: setting {'.'.join(map(str, err['loc']))}: {err['msg']}",
                 hint=f"its settings are: {known}" if err["type"] == "extra_forbidden" else None,

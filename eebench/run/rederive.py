@@ -114,6 +114,10 @@ def _rederive(run: RunFiles) -> Rederived:
 
     if run.summary is None:
         raise DataError(f"{run.path}: not a finished run (no {SUMMARY_FILE})")
+    if run.config.method_settings.get("unit") == "token":
+        raise DataError(f"{run.path}: a token run stores each exit's tags, not the uncertainties "
+                        "its rule read: its decisions are not re-derived from its files",
+                        hint="its scores are: seqeval on the stored tags (tests/test_token_run.py)")
     arrays = load_file(str(run.path / PREDICTIONS_FILE))
     stored_exit, stored_pred = _array(run, arrays, "exit_layer"), _array(run, arrays, "prediction")
     if len(stored_exit) != len(run.points):
