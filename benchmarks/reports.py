@@ -221,6 +221,54 @@ tokens for ELUE SST-2 and 128 for SciTail) and the MiniLM-L6 benchmark's runs of
                   "of each run of `benchmarks/elue-mpnet.toml` (training, the one-pass sweep, "
                   "FLOPs and timing included), one worker process with one thread on a 2-core "
                   "machine, as its `summary.json` records it."),
+    Block(name="ner", kind="token-benchmark", marker="ner",
+          heading="## Sequence labelling: CoNLL-2003 and WNUT-17",
+          runs={"main": Runs(folder=f"{RESULTS}/ner-minilm"),
+                "rules": Runs(folder=f"{RESULTS}/ner-minilm-tokee", methods=("sentee", "deebert"))},
+          options={"tasks": ["conll2003", "wnut17"], "budgets": [0.33, 0.5, 0.75, 1.0],
+                   "methods": ["static", "deebert", "sentee", "sentee+tokee", "deebert+tokee"],
+                   "word_points": [0.05, 0.1, 0.2, 0.3], "reference_name": "minilm-l6-static-ner"},
+          text={"none": "No finished static token run yet.",
+                "task": """\
+### {title}
+
+**The static curve** (first k layers, a token head after layer k; entity F1 on dev, ± over seeds)
+
+{static}
+
+**Best point within a FLOPs budget** (entity F1, seed-averaged points; in brackets the FLOPs
+speed-up over the full model)
+
+{budgets}
+
+**Where TOKEE's words exit** (mean layer at which entity words, gold tag not `O`, and the other
+words were decided; the share of words decided before the last layer)
+
+{words}""",
+                "body": """\
+Built by `python benchmarks/report.py --block ner` from {n_runs} runs of
+`benchmarks/ner-minilm.toml` (`bash benchmarks/ner_minilm.sh`; seeds {seeds}):
+`benchmarks/results/ner-minilm` (static k = 1..6, DeeBERT's two stages with the survey's
+mean-entropy exit, SENTEE's joint training and exit) and `ner-minilm-tokee` (TOKEE swept on the
+SENTEE and DeeBERT models: each threshold runs the model with halted words' states copied).
+MiniLM-L6 (all-MiniLM-L6-v2: uncased, 6 layers, hidden 384), a token head per exit, every
+training sentence at up to 128 pieces, lr 1e-4, 3 epochs on CoNLL-2003 and 5 on WNUT-17.
+Hardware: {hardware}, one thread per run, two runs at a time. Entity-level micro F1 (seqeval,
+conlleval's chunking) on dev; FLOPs per sentence at its real length, counted per token for TOKEE
+(each layer at its live pieces). The labelled test sets are withheld: the seed-1 test-split runs
+(`ner-minilm-test`) are for `eebench export-conll`.
+
+Published figures for scale: BERT-base (cased) reaches 96.4 dev and 92.4 test F1 on CoNLL-2003
+(Devlin et al., NAACL 2019, Table 7, with document context); the best WNUT-17 shared-task system
+reached 41.9 test F1 (Derczynski et al., W-NUT 2017). MiniLM-L6 here is uncased, sentence by
+sentence and 6 layers deep.
+
+**ELUE score against the static token models** (mean over a method's points of its entity F1
+minus the static curve at its FLOPs, in points; ± over seeds)
+
+{elue}
+
+{tasks}"""}),
     Block(name="shift", kind="shift", marker="shift", heading="## Domain shift",
           runs={"main": Runs(folder=f"{RESULTS}/shift-minilm")},
           options={"trained_on": "sst2", "evaluated": ["sst2", "elue-sst2", "elue-imdb"],
