@@ -111,6 +111,7 @@ def test_token_runs_go_downstream(runs, tmp_path):
 @pytest.mark.parametrize("args,said", [
     (("--method", "pabee"), "method 'pabee' has no token model"),
     (("--method", "deebert", "--rule", "entropy"), "rule 'entropy' decides per sequence"),
+    (("--method", "tokee", "--model", "mpnet-base"), "runs live on bert, roberta layers"),
 ])
 def test_token_refusals_are_one_line_before_training(args, said, data_dir, tmp_path):
     result = invoke("run", "--task", "conll2003", "--data-dir", data_dir, "--out",

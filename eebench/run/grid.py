@@ -158,6 +158,8 @@ def run_config_for(config: BenchConfig, method: str, task: str, seed: int,
         return weights.num_layers if weights is not None else backbone_layers(config.model)
 
     m.check_task(spec)
+    if spec.unit == "token" and weights is None:  # imported weights: checked where they load
+        _check_halting(rule or m.rule, config.model)
     split = resolve_split(evaluated, config.split)  # the loaders' names and aliases
     if split == "train":
         raise UsageError("--split train: runs are evaluated on dev or test",
@@ -194,3 +196,23 @@ def run_config_for(config: BenchConfig, method: str, task: str, seed: int,
         max_eval_samples=budget.max_eval_samples, flops_convention=config.flops_convention,
         timing=config.timing, weights=weights,
     )
+
+
+def _check_halting(rule: str, model: str) -> None:
+    """A rule whose words halt on their own runs live on BERT-style layers only
+    (eebench.models.live_layer): refused in one line before anything trains."""
+    from eebench.models.live_layer import LIVE_FAMILIES
+    from eebench.rules.catalog import get_rule
+
+    if not rule or not getattr(get_rule(rule), "halts_tokens", False):
+        return
+    if model in LIVE_FAMILIES:
+        return
+    from eebench.models.families import load_config
+
+    family = getattr(load_config(model), "model_type", "?")
+    if family not in LIVE_FAMILIES:
+        raise UsageError(f"rule {rule!r} halts words and runs live on {', '.join(LIVE_FAMILIES)} "
+                         f"layers; {model} is {family!r}",
+                         hint="sentence-level token rules (mean-entropy, sentee) run on every "
+                              "family")
