@@ -345,3 +345,17 @@ def test_refusals():
         TokenHaltRule(0.1, halted="ignore")
     with pytest.raises(ValueError, match="token mask"):
         TokenHaltRule(0.1).start_tokens(torch.ones(5, dtype=torch.bool))
+
+
+def test_token_rule_settings_are_checked_in_one_line():
+    from eebench.errors import UsageError
+    from eebench.rules.catalog import get_rule
+
+    assert get_rule("tokee").settings({"window": 3}) == {"window": 3, "halted": "current"}
+    assert get_rule("sentee").settings() == {"aggregate": "max", "window": 1}
+    for name, given, said in [("tokee", {"window": 4}, "odd number"),
+                              ("sentee", {"window": 0}, "greater than or equal to 1"),
+                              ("sentee", {"aggregate": "median"}, "aggregate"),
+                              ("tokee", {"halted": "gone"}, "halted")]:
+        with pytest.raises(UsageError, match=said):
+            get_rule(name).settings(given)

@@ -15,12 +15,21 @@ they follow.
 from __future__ import annotations
 
 import math
-from typing import Literal
+from typing import Annotated, Literal
 
-from pydantic import Field
+from pydantic import AfterValidator, Field
 
 from eebench.rules.catalog import RuleKind, _grid, _require, register_rule
 from eebench.rules.sweep import RuleSettings
+
+
+def _odd(window: int) -> int:
+    if window % 2 == 0:  # an even window has no centre word (the authors' pooling breaks on it)
+        raise ValueError("the window is an odd number of words")
+    return window
+
+
+Window = Annotated[int, Field(ge=1), AfterValidator(_odd)]
 
 
 class _TokenRule(RuleKind):
@@ -57,7 +66,7 @@ class SentEE(_TokenRule):
 
     class Settings(RuleSettings):
         aggregate: Literal["max", "mean"] = "max"  # the authors' sentence_ee_pool default
-        window: int = Field(1, ge=1)  # odd; the authors pool no window for SENTEE
+        window: Window = 1  # the authors pool no window for SENTEE
 
     def default_sweep(self, num_layers, is_regression, num_labels=2):
         return _grid(0.0, 1.0)
@@ -78,7 +87,7 @@ class TokEE(_TokenRule):
     halts_tokens = True
 
     class Settings(RuleSettings):
-        window: int = Field(5, ge=1)  # odd: test.py's win_size
+        window: Window = 5  # test.py's win_size
         # how a halted word counts in its neighbours' windows: its uncertainty where it halted
         # ("current", what the authors' code does) or -1 ("certain", what it means to do)
         halted: Literal["current", "certain"] = "current"
