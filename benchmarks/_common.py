@@ -27,6 +27,18 @@ def base_parser(description: str) -> argparse.ArgumentParser:
     return p
 
 
+def parse_with_clock(p: argparse.ArgumentParser) -> argparse.Namespace:
+    """`p`'s arguments with `--clock`: wall time, or this process's CPU time (checked: one torch
+    thread on the CPU)."""
+    p.add_argument("--clock", choices=("wall", "cpu"), default="wall",
+                   help="wall: elapsed time; cpu: this process's CPU time (one torch thread, "
+                   "CPU only): the same work whatever else the machine runs")
+    args = p.parse_args()
+    if args.clock == "cpu" and (args.threads != 1 or (args.device or "cpu") != "cpu"):
+        p.error("--clock cpu measures one torch thread on the CPU: add --threads 1 --device cpu")
+    return args
+
+
 def setup(args, method_name: str):
     """(model, encoded eval data, spec, method) for a fine-tuned `method_name` on args.task."""
     import torch

@@ -13,7 +13,7 @@ from __future__ import annotations
 import time
 
 import numpy as np
-from _common import base_parser, hardware, median, setup
+from _common import base_parser, hardware, median, parse_with_clock, setup
 
 
 def main() -> None:
@@ -23,12 +23,7 @@ def main() -> None:
     p.add_argument("--time-samples", type=int, default=256)
     p.add_argument("--points", default=None, help="sweep values, comma-separated "
                    "(default: pabee patience 1,2,3; deebert thresholds 0.2,0.4,0.6)")
-    p.add_argument("--clock", choices=("wall", "cpu"), default="wall",
-                   help="wall: elapsed time; cpu: this process's CPU time (one torch thread, "
-                   "CPU only): the same work whatever else the machine runs")
-    args = p.parse_args()
-    if args.clock == "cpu" and (args.threads != 1 or (args.device or "cpu") != "cpu"):
-        p.error("--clock cpu measures one torch thread on the CPU: add --threads 1 --device cpu")
+    args = parse_with_clock(p)
 
     from eebench.data.batching import collate
     from eebench.measure.cost_table import build_cost_table

@@ -17,7 +17,7 @@ import time
 from pathlib import Path
 
 import numpy as np
-from _common import base_parser, hardware, median
+from _common import base_parser, hardware, median, parse_with_clock
 
 
 def main() -> None:
@@ -28,12 +28,7 @@ def main() -> None:
     p.add_argument("--time-samples", type=int, default=256)
     p.add_argument("--points", default="0.05,0.1,0.2,0.3", help="TOKEE thresholds")
     p.add_argument("--window", type=int, default=5)
-    p.add_argument("--clock", choices=("wall", "cpu"), default="wall",
-                   help="wall: elapsed time; cpu: this process's CPU time (one torch thread, "
-                   "CPU only): the same work whatever else the machine runs")
-    args = p.parse_args()
-    if args.clock == "cpu" and (args.threads != 1 or (args.device or "cpu") != "cpu"):
-        p.error("--clock cpu measures one torch thread on the CPU: add --threads 1 --device cpu")
+    args = parse_with_clock(p)
 
     import torch
 
