@@ -30,7 +30,9 @@ def runs(tmp_path_factory, data_dir):
     backbone = tiny.save_tiny_backbone(root / "backbone")
     out = {}
     for method in ("static", "deebert", "sentee", "tokee"):
-        res = tiny_run(root, backbone, data_dir, "--method", method, task="conll2003",
+        # SENTEE's model also sweeps TOKEE, in the same pass (`--rule`)
+        rule = ("--rule", "tokee") if method == "sentee" else ()
+        res = tiny_run(root, backbone, data_dir, "--method", method, *rule, task="conll2003",
                        train_samples=48, max_seq_length=40, eval_samples=40, time_samples=8)
         out[method] = res
     return root, backbone, out
@@ -97,7 +99,8 @@ def test_token_runs_go_downstream(runs, tmp_path):
     scored = invoke("score", root / "runs", "--reference", ref, "--json")
     assert scored.exit_code == 0, scored.output
     overall = json.loads(scored.stdout)["overall"]  # ELUE scores against the static curve
-    assert set(overall) == {"deebert", "sentee", "static", "tokee"} and overall["static"] == 0.0
+    assert set(overall) == {"deebert", "sentee", "sentee+tokee", "static", "tokee"}
+    assert overall["static"] == 0.0
     plots = invoke("plot", root / "runs", "--out", tmp_path / "plots")
     assert plots.exit_code == 0, plots.output
     sub = tmp_path / "sub.json"
@@ -154,9 +157,11 @@ def test_a_sentence_with_nothing_to_label(data_dir):
         assert dec.exit_index.tolist() == [0, 2, 2]  # threshold 0: the others run to the end
 
 
-def test_tokee_run_records_its_per_token_flops(runs, data_dir):
+@pytest.mark.parametrize("label", ["tokee", "sentee+tokee"])
+def test_tokee_run_records_its_per_token_flops(runs, data_dir, label):
     """Each TOKEE point's FLOPs and tags are what its checkpoint gives when its words halt with
-    their states copied (eebench.rules.token_halting), FLOPs counted per token by hand."""
+    their states copied (eebench.rules.token_halting), FLOPs counted per token by hand: TOKEE's
+    own run, and TOKEE swept on SENTEE's model in SENTEE's pass."""
     from eebench.data.batching import collate
     from eebench.data.tokens import encode_words
     from eebench.measure.cost_table import build_cost_table
@@ -166,7 +171,7 @@ def test_tokee_run_records_its_per_token_flops(runs, data_dir):
     from eebench.train.checkpoint import load_trained
 
     root, _, _ = runs
-    [run_dir] = _run_dirs(root, "tokee")
+    [run_dir] = _run_dirs(root, label)
     run = load_run(run_dir)
     model, tokenizer, _ = load_trained(run.variants[0].checkpoint)
     dev = load_split("conll2003", "dev", data_dir).take(40, 0)
@@ -244,10 +249,13 @@ def test_the_token_report_block(runs):
                   text={"none": "none", "task": "### {title}\n\n{static}\n\n{budgets}\n\n{words}",
                         "body": "{n_runs} runs, seeds {seeds}\n\n{elue}\n\n{tasks}"})
     text = build(block, Context(root=root, write=False))
-    assert "4 runs, seeds 42" in text and "### CoNLL-2003" in text
-    assert "| static   |        +0.00 |" in text  # the reference scores 0 against itself
+    assert "5 runs, seeds 42" in text and "### CoNLL-2003" in text
+    import re
+
+    assert re.search(r"\| static +\| +\+0\.00 \|", text)  # the reference scores 0 against itself
     assert "≤ 50% FLOPs" in text and "entity words' layer" in text
     assert text.count("| tokee ") >= 3  # its ELUE score, its budgets, its words
+    assert text.count("| sentee+tokee ") >= 3
 
 
 COMMITTED = sorted(p.parent for p in (Path(__file__).resolve().parents[1] / "benchmarks" /

@@ -74,18 +74,24 @@ def token_pass(cfg: RunConfig, spec: TaskSpec, ckpt_dirs: list[Path], eval_ex, o
                             full=True)[0] if cfg.timing.enabled else []
     facts = ModelFacts(False, model.num_labels, None, model.signal_names,
                        dict(model.method_settings), num_exits=model.num_exits)
-    fp = FullPass(model, enc, out, table, params_per_exit(model), subset, baseline, facts)
-    if _halts(cfg, method):  # its FLOPs are per token: every layer's cost at q of n live
-        from eebench.measure.token_flops import build_live_costs, check_full
-
-        fp.live_costs = build_live_costs(model, cfg.flops_convention)
-        check_full(fp.live_costs, table)
-    return fp
+    return FullPass(model, enc, out, table, params_per_exit(model), subset, baseline, facts)
 
 
 def _halts(cfg: RunConfig, method) -> bool:
+    """Whether the run's rule (its own, or the one it names) halts words on their own. Asked of
+    each run of a pass: the method's own rule and the rules swept on its model differ."""
     name = cfg.rule or method.rule
     return bool(name) and getattr(get_rule(name), "halts_tokens", False)
+
+
+def _live_costs(fp: FullPass, convention: str):
+    """The per-token layer costs of the pass's model, counted once per pass."""
+    if fp.live_costs is None:
+        from eebench.measure.token_flops import build_live_costs, check_full
+
+        fp.live_costs = build_live_costs(fp.model, convention)
+        check_full(fp.live_costs, fp.table)
+    return fp.live_costs
 
 
 def _counting(enc):
@@ -172,6 +178,7 @@ def sweep_tokens(cfg: RunConfig, variant: Variant, spec: TaskSpec, fp: FullPass,
 
     model, out, enc, table, params = fp.model, fp.out, fp.enc, fp.table, fp.params
     named, make_rule = rule_for(cfg, variant, fp.facts)
+    halts = _halts(cfg, variant.method)
     values = variant.values if cfg.rule is None else tuple(cfg.sweep)
     sweep_task = _progress_task(opts, f"{cfg.label} {cfg.task}: sweep, check, time", len(values))
     exit_layer_of = np.asarray(model.exit_layers)
@@ -183,11 +190,11 @@ def sweep_tokens(cfg: RunConfig, variant: Variant, spec: TaskSpec, fp: FullPass,
                 raise ValueError(f"{cfg.method}: no token rule for a model of "
                                  f"{model.num_exits} exits")
             rule = SentenceEntropyRule(0.0)  # never asked: a single exit is the last
-        if fp.live_costs is not None:  # words halt on their own: run with the copies
+        if halts:  # words halt on their own: run with the copies, FLOPs per token
             halting = _halting_decisions(model, rule, enc, opts.eval_batch_size)
             dec = halting.decisions
-            flops = fp.live_costs.sentence_flops(table, dec.exit_index.numpy(), out.lengths,
-                                                 halting.live_pieces)
+            flops = _live_costs(fp, cfg.flops_convention).sentence_flops(
+                table, dec.exit_index.numpy(), out.lengths, halting.live_pieces)
             timings, real = _real_halting(model, rule, enc, fp.subset, cfg)
         else:  # a decision per sentence, replayed over the one pass
             dec = simulate_tokens(rule, out.logits, out.mask)
