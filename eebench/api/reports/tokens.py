@@ -94,7 +94,9 @@ def _word_exits(runs, task: str, thresholds: list[float]) -> str:
 def token_page(block: Block, ctx: Context) -> dict:
     o = block.options
     runs = ctx.runs(block.runs["main"], required=True)
-    rule_runs = ctx.runs(block.runs["rules"]) if "rules" in block.runs else []
+    # the rules swept on the methods' models (their own rules' runs beside them are in `main`)
+    rule_runs = [r for r in ctx.runs(block.runs["rules"]) if r.config.rule] \
+        if "rules" in block.runs else []
     tasks = [t for t in o["tasks"] if any(r.config.task == t and r.config.method == "static"
                                           for r in runs)]
     static = [r for r in runs if r.config.method == "static" and r.config.task in tasks]
