@@ -324,6 +324,15 @@ def test_the_example_plugin_installed_in_a_venv(tmp_path, data_dir):
     subprocess.run([sys.executable, "-m", "venv", "--system-site-packages", "--without-pip",
                     str(venv)], check=True)
     py = str(venv / "bin" / "python")
+    if sys.prefix != sys.base_prefix:  # pytest itself runs in a venv: the new one sees it too
+        import site
+
+        purelib = Path(subprocess.run(
+            [py, "-c", "import sysconfig; print(sysconfig.get_paths()['purelib'])"],
+            capture_output=True, text=True, check=True).stdout.strip())
+        purelib.mkdir(parents=True, exist_ok=True)
+        (purelib / "outer_venv.pth").write_text("".join(
+            f"import site; site.addsitedir({p!r})\n" for p in site.getsitepackages()))
     shutil.copytree(REPO / "examples" / "plugin", tmp_path / "plugin")
     (tmp_path / "broken").mkdir()
     for name, text in BROKEN.items():
