@@ -13,6 +13,7 @@ one `mean ± std` formatter and one way of placing a block (eebench.api.reports.
 
 from eebench.api.reports import (  # noqa: F401
     ablation,
+    claims,
     curves,
     difficulty,
     elue,

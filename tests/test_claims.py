@@ -1,0 +1,153 @@
+"""The published figures and claims (benchmarks/published.toml) and the report kinds that set
+them beside eebench's own numbers (eebench.api.reports.claims), checked on committed runs."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import numpy as np
+import pytest
+
+from eebench.api.reports import Block, Context, Runs, build
+from eebench.api.reports.claims import Claim, full_scores, load_published, measure, verdict
+from eebench.errors import DataError
+from eebench.score import load_run
+from eebench.tasks.spec import get_task
+
+ROOT = Path(__file__).resolve().parent.parent
+PUBLISHED = ROOT / "benchmarks" / "published.toml"
+MINILM = ROOT / "benchmarks" / "results" / "elue-minilm" / "minilm-l6"
+
+
+def _runs(*methods: str, task: str) -> list:
+    return [load_run(p.parent) for m in methods
+            for p in sorted((MINILM / m / task).glob("*/summary.json"))]
+
+
+def test_every_published_number_has_a_source_and_names_an_eebench_task():
+    published = load_published(PUBLISHED)
+    assert published.figure and published.claim
+    for f in published.figure:
+        get_task(f.task)  # an eebench task, or KeyError
+        assert f.source.strip() and -100 <= f.value <= 100
+    for c in published.claim:
+        if c.measured_on:
+            get_task(c.measured_on)
+        assert c.source.strip() and c.terms in ("layers", "flops", "time", "elue")
+        assert c.terms == "elue" or (c.base is not None and c.speedup > 1)
+
+
+def test_a_bad_file_is_refused_in_one_line_naming_it(tmp_path):
+    bad = tmp_path / "p.toml"
+    bad.write_text('[[claim]]\nmethod = "pabee"\n')
+    with pytest.raises(DataError, match=r"p\.toml: claim\.0\.paper"):
+        load_published(bad)
+    bad.write_text("[[claim]\n")
+    with pytest.raises(DataError, match=r"p\.toml"):
+        load_published(bad)
+
+
+def _claim(**kw) -> Claim:
+    return Claim(**{"method": "pabee", "paper": "p", "model": "m", "task": "MRPC",
+                    "measured_on": "elue-mrpc", "base": 89.5, "exit": 90.0, "speedup": 1.57,
+                    "terms": "layers", "source": "s", **kw})
+
+
+@pytest.mark.parametrize("terms", ["layers", "flops", "time"])
+def test_a_claim_is_measured_as_the_best_point_at_its_speedup_against_the_same_seeds_full_model(
+        terms):
+    runs = _runs("static", "pabee", task="elue-mrpc")
+    assert runs, "the committed MiniLM benchmark runs"
+    claim = _claim(terms=terms, speedup=1.2 if terms == "time" else 1.57)
+    got = measure(runs, claim)
+    expected = []
+    for seed in (1, 2, 3):  # by hand from the points
+        static = next(r for r in runs if r.config.method == "static" and r.config.seed == seed)
+        full = max(static.points, key=lambda p: p.mean_flops)
+        pabee = next(r for r in runs if r.config.method == "pabee" and r.config.seed == seed)
+        fast = [p.main for p in pabee.points if _speedup(p, full, terms) >= claim.speedup]
+        expected.append(max(fast) - full.main)
+    assert got["status"] == "measured" and got["seeds"] == 3
+    assert got["change"] == pytest.approx(np.mean(expected))
+    assert got["std"] == pytest.approx(np.std(expected, ddof=1))
+
+
+def _speedup(p, full, terms: str) -> float:
+    if terms == "layers":
+        return p.num_layers / p.avg_exit_layer
+    if terms == "flops":
+        return full.mean_flops / p.mean_flops
+    bs1 = {t.mode: t.latency_ms["p50"] for t in p.timings if t.batch_size == 1}
+    return bs1["full"] / bs1["dynamic"]
+
+
+def test_an_elue_claim_is_the_methods_elue_score_against_its_own_static_curve_per_seed():
+    from eebench.score import build_reference, curve_at
+
+    runs = _runs("static", "pabee", task="elue-mrpc")
+    got = measure(runs, _claim(terms="elue", base=None, speedup=None, exit=-1.32))
+    static = [r for r in runs if r.config.method == "static"]
+    reference = build_reference(static, name="own").curve("elue-mrpc")
+    per_seed = [np.mean([p.main - curve_at(reference.flops, reference.main, p.mean_flops)
+                         for p in r.points])
+                for r in sorted(runs, key=lambda r: r.config.seed) if r.config.method == "pabee"]
+    assert got["seeds"] == 3 and got["change"] == pytest.approx(np.mean(per_seed))
+
+
+def test_a_claim_needs_its_base_and_speedup_unless_it_is_an_elue_score():
+    with pytest.raises(ValueError, match="needs `base` and `speedup`"):
+        _claim(base=None)
+    assert _claim(terms="elue", base=None, speedup=None).change == 90.0
+    assert measure([], _claim(measured_on=""))["status"] == "no task"
+
+
+def test_a_speedup_the_method_never_reaches_or_a_method_not_run_is_said_so():
+    runs = _runs("static", "pabee", task="elue-mrpc")
+    top = max(p.speedup for r in runs if r.config.method == "pabee" for p in r.points)
+    far = measure(runs, _claim(speedup=top + 1))
+    assert far["status"] == "out of range" and far["top"] == pytest.approx(top)
+    assert "cannot be tested here" in verdict(_claim(speedup=top + 1), far, 1.0)
+    assert measure(runs, _claim(method="berxit"))["status"] == "pending"
+    assert verdict(_claim(), {"status": "pending"}, 1.0) == "not measured yet"
+
+
+def test_the_verdict_allows_the_tolerance_or_two_seed_deviations():
+    claim = _claim(base=90.0, exit=90.0)  # no change claimed
+    agree = {"status": "measured", "change": -0.9, "std": 0.1}
+    assert verdict(claim, agree, 1.0) == "agrees"
+    assert verdict(claim, {**agree, "change": -1.1}, 1.0) == "disagrees"
+    assert verdict(claim, {**agree, "change": -1.1, "std": 0.6}, 1.0) == "agrees"  # 2 std = 1.2
+    assert verdict(claim, {**agree, "std": None}, 1.0) == "agrees"  # one seed
+
+
+def test_full_models_are_the_static_k_l_points_with_their_majority_baseline():
+    runs = _runs("static", task="rte")
+    got = full_scores(runs)["rte"]
+    mains = [max(r.points, key=lambda p: p.mean_flops).main for r in runs]
+    assert got["seeds"] == 3 and got["mean"] == pytest.approx(np.mean(mains))
+    labels = runs[0].labels()
+    assert got["majority"] == pytest.approx(100 * np.bincount(labels).max() / len(labels))
+
+
+def test_a_recipe_search_keeps_each_tasks_best_recipe_and_a_grid_refuses_two():
+    search = [load_run(p.parent) for p in sorted(
+        (ROOT / "benchmarks" / "results" / "recipes-minilm").rglob("summary.json"))
+        if "/rte/" in str(p)]
+    assert len(search) > 1
+    best = full_scores(search, pick="best")["rte"]
+    assert best["mean"] == pytest.approx(max(max(r.points, key=lambda p: p.mean_flops).main
+                                             for r in search))
+    with pytest.raises(DataError, match="more than one recipe"):
+        full_scores(search)
+
+
+def test_the_claims_kind_tabulates_every_claim_with_its_source():
+    block = Block(name="c", kind="claims", marker="c",
+                  runs={"m": Runs(folder="benchmarks/results/elue-minilm")},
+                  options={"file": "benchmarks/published.toml", "models": {"MiniLM-L6": "m"}},
+                  text={"body": "{table}\n\n{notes}", "none": "none"})
+    text = build(block, Context(root=ROOT, write=False))
+    claims = load_published(PUBLISHED).claim
+    for n, c in enumerate(claims, 1):
+        assert f"[{n}] {c.paper}: {c.source}" in text
+    assert text.count("\n| ") == len(claims) + 1  # the header and a row per claim
