@@ -383,6 +383,25 @@ of 34.5). The ELUE-score claims are relative to a different reference (ElasticBE
 on ELUE's test sets), so only their order can be compared: ElasticBERT above PABEE and BERxiT,
 as on the leaderboard, but PABEE and BERxiT in the other order. Every verdict will be read
 again on the 12-layer benchmark."""}),
+    Block(name="elasticbert-curve", kind="published-curve", marker="elasticbert-curve",
+          heading="### The 12-layer curves next to ElasticBERT-base's (ELUE SST-2)",
+          runs={"main": Runs(folder=f"{RESULTS}/elue-mpnet")},
+          options={"file": "benchmarks/published.toml", "model": "ElasticBERT-base",
+                   "task": "elue-sst2", "methods": ["static", "deebert", "pabee"],
+                   "figure": "docs/figures/published/elasticbert-sst2.png"},
+          text={"none": "No finished static run of the task yet.", "body": """\
+Built by `python benchmarks/report.py --block elasticbert-curve` from {n_runs} runs of the
+12-layer slice (`benchmarks/elue-mpnet.toml`: MPNet-base, 2,000 training examples, 2 epochs,
+seed 1) until the 12-layer benchmark is in. ElasticBERT-base's curve is ELUE's reference, on
+ELUE's withheld test set ({source}); eebench's points are on the dev set, so the two are set
+side by side, not scored against each other. FLOPs per sample at each sample's real length, as
+ELUE counts them; a full 12-layer MPNet-base costs 4.27 GFLOPs on this task, ElasticBERT-base's
+12 layers 4.24. Each method's column is its best seed-averaged point at no more FLOPs.
+
+![ELUE SST-2: the 12-layer slice's points and ElasticBERT-base's published
+curve](figures/published/elasticbert-sst2.png)
+
+{table}"""}),
     Block(name="shift", kind="shift", marker="shift", heading="## Domain shift",
           runs={"main": Runs(folder=f"{RESULTS}/shift-minilm")},
           options={"trained_on": "sst2", "evaluated": ["sst2", "elue-sst2", "elue-imdb"],

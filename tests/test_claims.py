@@ -151,3 +151,33 @@ def test_the_claims_kind_tabulates_every_claim_with_its_source():
     for n, c in enumerate(claims, 1):
         assert f"[{n}] {c.paper}: {c.source}" in text
     assert text.count("\n| ") == len(claims) + 1  # the header and a row per claim
+
+
+def test_a_published_curve_is_set_beside_the_static_curve_and_each_methods_best_point(tmp_path):
+    from eebench.score import build_reference, curve_at
+
+    figure = tmp_path / "fig" / "curve.png"
+    block = Block(name="e", kind="published-curve", marker="e",
+                  runs={"main": Runs(folder="benchmarks/results/elue-mpnet")},
+                  options={"file": "benchmarks/published.toml", "model": "ElasticBERT-base",
+                           "task": "elue-sst2", "methods": ["static", "deebert"],
+                           "figure": str(figure)},
+                  text={"body": "{table}", "none": "none"})
+    text = build(block, Context(root=ROOT))
+    assert figure.is_file() and (figure.parent / "index.md").is_file()
+    curve = next(c for c in load_published(PUBLISHED).curve if c.task == "elue-sst2")
+    static = [load_run(p.parent) for p in sorted((ROOT / "benchmarks" / "results" / "elue-mpnet"
+                                                  / "mpnet-base" / "static" / "elue-sst2")
+                                                 .glob("*/summary.json"))]
+    ref = build_reference(static, name="s").curve("elue-sst2")
+    deebert = [p for p in load_run(next((ROOT / "benchmarks" / "results" / "elue-mpnet"
+                                         / "mpnet-base" / "deebert" / "elue-sst2")
+                                        .glob("*/summary.json")).parent).points]
+    rows = [line.split("|")[1:-1] for line in text.splitlines() if line.startswith("|")][2:]
+    assert len(rows) == len(curve.gflops)
+    for cells, g, v in zip(rows, curve.gflops, curve.values, strict=True):
+        cells = [c.strip() for c in cells]
+        assert cells[1] == f"{v:.1f}"
+        assert cells[2] == f"{float(curve_at(ref.flops, ref.main, g * 1e9)):.1f}"
+        fit = [p.main for p in deebert if p.mean_flops <= g * 1e9]
+        assert cells[3] == (f"{max(fit):.1f}" if fit else "–")

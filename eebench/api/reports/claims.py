@@ -86,10 +86,29 @@ class Claim(BaseModel):
                 f"{self.speedup:.2f}× ({self.terms})")
 
 
+class Curve(BaseModel):
+    """Points of a published curve (metric against GFLOPs per sample)."""
+
+    model_config = ConfigDict(extra="forbid", frozen=True)
+    model: str
+    task: str  # the eebench task it is the curve of
+    split: str
+    gflops: list[float] = Field(min_length=1)
+    values: list[float] = Field(min_length=1)
+    source: str
+
+    @model_validator(mode="after")
+    def _paired(self) -> Curve:
+        if len(self.gflops) != len(self.values):
+            raise ValueError(f"{len(self.gflops)} gflops for {len(self.values)} values")
+        return self
+
+
 class Published(BaseModel):
     model_config = ConfigDict(extra="forbid", frozen=True)
     figure: list[Figure] = []
     claim: list[Claim] = []
+    curve: list[Curve] = []
 
 
 def load_published(path) -> Published:
@@ -313,4 +332,64 @@ def claims(block: Block, ctx: Context) -> dict:
     return {"table": markdown(rows), "notes": "\n".join(notes), "tolerance": f"{tolerance:g}"}
 
 
-__all__ = ["Claim", "Figure", "Published", "full_scores", "load_published", "measure", "verdict"]
+@kind("published-curve")
+def published_curve(block: Block, ctx: Context) -> dict:
+    """A run set's points on one task (`task`; `methods`, static first) in one figure with a
+    published curve of the same task (`file`, the curve of `model`), and a table of the
+    published points beside the run set's static curve and each method's best point at no more
+    FLOPs. Options: `file`, `model`, `task`, `methods`, `figure` (the PNG, relative to the
+    root)."""
+    from eebench.score import aggregate_seeds, build_reference, curve_at, raw_points, score
+
+    o = block.options
+    published = load_published(ctx.path(o["file"]))
+    curve = next((c for c in published.curve if c.model == o["model"] and c.task == o["task"]),
+                 None)
+    if curve is None:
+        raise DataError(f"{o['file']}: no curve of {o['model']} on {o['task']}")
+    runs = [r for r in ctx.runs(block.runs["main"]) if r.config.task == o["task"]
+            and r.config.label in o["methods"]]
+    static = [r for r in runs if r.config.method == "static"]
+    if not static:
+        return {"table": block.text["none"], "n_runs": len(runs), "source": curve.source}
+    reference = build_reference(static, name="static")
+    report = score(aggregate_seeds(raw_points(runs)), reference).tasks[o["task"]]
+    ref = reference.curve(o["task"])
+    rows = []
+    for gflops, value in zip(curve.gflops, curve.values, strict=True):
+        flops = gflops * 1e9
+        row = {"GFLOPs": f"{gflops:.2f}", f"{curve.model} ({curve.split})": f"{value:.1f}",
+               f"static ({report.split})": f"{float(curve_at(ref.flops, ref.main, flops)):.1f}"}
+        for label in [m for m in o["methods"] if m != "static"]:
+            fit = [p for p in report.points if p.label == label and p.flops <= flops]
+            row[f"{label} ({report.split})"] = DASH if not fit else \
+                f"{max(p.main for p in fit):.1f}"
+        rows.append(row)
+    if ctx.write and ctx.figures:
+        _write_curve_figure(ctx.path(o["figure"]), report, reference, curve)
+    return {"table": markdown(rows, "r" * len(rows[0])), "n_runs": len(runs),
+            "source": curve.source}
+
+
+def _write_curve_figure(path, report, reference, curve: Curve) -> None:
+    from functools import partial
+
+    from eebench.plot.figures import pareto_figure
+    from eebench.plot.plan import PlannedFigure, write_figures
+    from eebench.plot.style import method_styles
+
+    def build():
+        fig = pareto_figure(report, method_styles(p.label for p in report.points), reference)
+        ax = fig.axes[0]
+        ax.plot([g * 1e3 for g in curve.gflops], curve.values, linestyle=":", marker="s",
+                color="black", linewidth=1.2, label=f"{curve.model} ({curve.split}, published)")
+        ax.legend(fontsize="small", frameon=True, framealpha=0.9)
+        return fig
+
+    write_figures([PlannedFigure(path.stem, "published", report.task,
+                                 f"{report.task}: the runs' points and {curve.model}'s "
+                                 f"published curve", partial(build))], path.parent)
+
+
+__all__ = ["Claim", "Curve", "Figure", "Published", "full_scores", "load_published", "measure",
+           "verdict"]
