@@ -221,6 +221,34 @@ tokens for ELUE SST-2 and 128 for SciTail) and the MiniLM-L6 benchmark's runs of
                   "of each run of `benchmarks/elue-mpnet.toml` (training, the one-pass sweep, "
                   "FLOPs and timing included), one worker process with one thread on a 2-core "
                   "machine, as its `summary.json` records it."),
+    Block(name="recipes-cost", kind="run-cost", marker="recipes-cost", doc="docs/benchmarks.md",
+          runs={"main": Runs(folder=f"{RESULTS}/recipes-minilm")}, options={"recipe": True},
+          text={"none": "No finished run yet.", "body": """\
+**MiniLM-L6 recipe search** (`bash benchmarks/recipes/search_minilm.sh`, fp32): {total} hours
+of one core in all ({counted}; these runs predate the record of training time, and a run
+resumed after an interruption counts only what was left, so this is a lower bound).
+
+{table}"""},
+          heading="## What the recipe runs cost on a CPU\n\nWall time of each run as its "
+                  "`summary.json` records it (training, the sweep, FLOPs and timing included), "
+                  "one worker process with one thread, two at a time on the 2-core AMD EPYC of "
+                  "the precision section above."),
+    Block(name="recipes-mpnet-cost", kind="run-cost", marker="recipes-mpnet-cost",
+          doc="docs/benchmarks.md", heading="",
+          runs={"main": Runs(folder=f"{RESULTS}/recipes-mpnet")}, options={"recipe": True},
+          text={"none": "no finished run yet.", "body": """\
+**MPNet-base recipe search** (`bash benchmarks/recipes/search_mpnet.sh`, bf16 where native):
+{total} hours of one core so far ({counted}).
+
+{table}"""}),
+    Block(name="minilm-recipes-cost", kind="run-cost", marker="minilm-recipes-cost",
+          doc="docs/benchmarks.md", heading="",
+          runs={"main": Runs(folder=f"{RESULTS}/minilm-recipes")},
+          text={"none": "no finished run yet.", "body": """\
+**MiniLM-L6 with the recipes** (`bash benchmarks/minilm_recipes.sh`, bf16 where native):
+{total} hours of one core so far ({counted}).
+
+{table}"""}),
     Block(name="ner", kind="token-benchmark", marker="ner",
           heading="## Sequence labelling: CoNLL-2003 and WNUT-17",
           # the seeds whose every run is in (the benchmark runs seed by seed)

@@ -181,3 +181,23 @@ def test_a_published_curve_is_set_beside_the_static_curve_and_each_methods_best_
         assert cells[2] == f"{float(curve_at(ref.flops, ref.main, g * 1e9)):.1f}"
         fit = [p.main for p in deebert if p.mean_flops <= g * 1e9]
         assert cells[3] == (f"{max(fit):.1f}" if fit else "–")
+
+
+def test_run_cost_counts_the_training_each_run_records_and_says_when_it_cannot():
+    import json
+
+    ner = Runs(folder="benchmarks/results/ner-minilm", tasks=("wnut17",), seeds=(1,))
+    block = Block(name="c", kind="run-cost", marker="c", runs={"main": ner},
+                  text={"body": "{total} {counted}\n\n{table}", "none": "none"})
+    text = build(block, Context(root=ROOT, write=False))
+    summaries = [json.loads(p.read_text()) for p in sorted(
+        (ROOT / "benchmarks/results/ner-minilm/minilm-l6").glob("*/wnut17/*/summary.json"))
+        if json.loads((p.parent / "config.json").read_text())["seed"] == 1]
+    assert summaries and all(s.get("train_seconds") for s in summaries)
+    hours = sum(s["train_seconds"] for s in summaries) / 3600
+    assert f"{hours:.1f} training" in text
+    old = Block(name="o", kind="run-cost", marker="o", options={"recipe": True},
+                runs={"main": Runs(folder="benchmarks/results/recipes-minilm", tasks=("rte",))},
+                text={"body": "{total} {counted}\n\n{table}", "none": "none"})
+    text = build(old, Context(root=ROOT, write=False))
+    assert "wall time" in text and "training (min)" not in text and "lr 0.0001 for 5 epochs" in text

@@ -8,6 +8,7 @@ display name of each, by run set), `methods` (the rows of the ELUE table).
 
 from __future__ import annotations
 
+from eebench.api.reports.claims import recipe
 from eebench.api.reports.core import Block, Context, kind, page
 from eebench.api.reports.fmt import markdown, pm_over, title
 from eebench.run.artifacts import read_run
@@ -72,17 +73,32 @@ def static_curves(block: Block, ctx: Context) -> dict:
 
 @kind("run-cost")
 def run_cost(block: Block, ctx: Context) -> dict:
+    """Per run: its models, points, the training its models took (over every process that
+    trained them; not recorded by runs made before it was) and the wall time of the process
+    that finished it. `total`: hours of training where every run records it, else of wall time
+    (a resumed run's wall time counts only what was left)."""
     import pandas as pd
 
-    def minutes(run) -> float | None:
-        summary = read_run(run.path).summary
-        return None if summary is None or summary.wall_seconds is None \
-            else summary.wall_seconds / 60
+    def minutes(seconds: float | None) -> float | None:
+        return None if seconds is None else seconds / 60
 
-    rows = [{"task": r.config.task, "method": r.config.method, "models trained": len(r.variants),
-             "points": len(r.points), "wall time (min)": minutes(r)}
-            for r in ctx.runs(block.runs["main"])]
+    rows = []
+    for r in ctx.runs(block.runs["main"]):
+        summary = read_run(r.path).summary
+        rows.append({"task": r.config.task, "method": r.config.method, "seed": r.config.seed,
+                     **({"recipe": recipe(r)} if block.options.get("recipe") else {}),
+                     "models trained": len(r.variants), "points": len(r.points),
+                     "training (min)": minutes(summary and summary.train_seconds),
+                     "wall time (min)": minutes(summary and summary.wall_seconds)})
     if not rows:
-        return {"table": block.text["none"]}
-    frame = pd.DataFrame(rows).sort_values(["task", "method"])
-    return {"table": markdown(frame, numparse=True, floatfmt=".1f")}
+        return {"table": block.text["none"], "total": "0.0", "counted": "wall time"}
+    frame = pd.DataFrame(rows).sort_values(["task", "method", "seed"]
+                                           + (["recipe"] if "recipe" in rows[0] else []))
+    trained = frame["training (min)"].notna().all()
+    total = frame["training (min)" if trained else "wall time (min)"].sum() / 60
+    if not frame["training (min)"].notna().any():
+        frame = frame.drop(columns="training (min)")
+    if frame["seed"].nunique() == 1:
+        frame = frame.drop(columns="seed")
+    return {"table": markdown(frame, numparse=True, floatfmt=".1f", missingval="–"),
+            "total": f"{total:.1f}", "counted": "training" if trained else "wall time"}
