@@ -9,10 +9,12 @@ import subprocess
 import sys
 import time
 
+import pytest
 from typer.testing import CliRunner
 
 from eebench import __version__
 from eebench.cli import app
+from tests.cli import invoke
 
 HEAVY = ("torch", "transformers", "datasets", "matplotlib")
 runner = CliRunner()
@@ -90,3 +92,22 @@ def test_tasks_table_goes_to_stderr():
     bad = runner.invoke(app, ["tasks", "--benchmark", "superglue"])
     assert bad.exit_code == 2 and bad.stderr.strip() == (
         "error: unknown benchmark 'superglue' (hint: choose from: glue, elue, ner)")
+
+
+@pytest.mark.parametrize("command", [
+    ["export-conll", "{run}", "--out", "{tmp}/o"], ["export-elue", "{run}", "--out", "{tmp}/o"],
+    ["export-model", "{run}", "--out", "{tmp}/o"], ["serve-replay", "{run}"]])
+def test_a_command_on_one_run_says_what_it_was_given_instead(command, tmp_path):
+    runs = tmp_path / "runs" / "m" / "static" / "rte"
+    (runs / "abc123").mkdir(parents=True)
+    (runs / "abc123" / "points.jsonl").write_text("")
+    (tmp_path / "empty").mkdir()
+    for given, said in [(tmp_path / "nowhere", "no such run directory"),
+                        (tmp_path / "runs", "not a run directory but a folder of runs"),
+                        (tmp_path / "empty", "not a run directory")]:
+        result = invoke(*[c.format(run=given, tmp=tmp_path) for c in command])
+        assert result.exit_code == 1, result.output
+        assert said in result.stderr and "Traceback" not in result.output
+        assert "damaged" not in result.stderr
+    folder = invoke(*[c.format(run=tmp_path / "runs", tmp=tmp_path) for c in command])
+    assert str(runs / "abc123") in folder.stderr.replace("\n", "")

@@ -216,4 +216,4 @@ def test_export_refuses_dev_runs_and_incomplete_run_directories(runs, tmp_path):
 
     missing = runner.invoke(app, ["export-elue", str(tmp_path / "nothing"), "--out",
                                   str(tmp_path / "w")])
-    assert missing.exit_code == 1 and "not a run directory" in missing.stderr
+    assert missing.exit_code == 1 and "no such run directory" in missing.stderr

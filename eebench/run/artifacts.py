@@ -147,6 +147,7 @@ def verify_run(run_dir: Path) -> RunFiles:
     summary recorded (runs from before hashes were recorded: every file present, the arrays
     readable). A damaged run is one line that says what is wrong."""
     hint = "rerun with --overwrite to redo it"
+    require_run_dir(Path(run_dir))  # not a run at all: not "damaged"
     try:
         run = read_run(run_dir)
     except DataError as e:
@@ -226,6 +227,7 @@ class RunFiles:
 def read_run(run_dir: Path) -> RunFiles:
     """Read a run directory, upgrading what an earlier version wrote; one line per problem."""
     run_dir = Path(run_dir)
+    require_run_dir(run_dir)
     config = read_model(run_dir / CONFIG_FILE, RunConfig)
     lines = _read_lines(run_dir / POINTS_FILE)
     summary_path = run_dir / SUMMARY_FILE
@@ -237,6 +239,22 @@ def read_run(run_dir: Path) -> RunFiles:
               for (n, _), data in zip(lines, points, strict=True)]
     return RunFiles(run_dir, config, parsed,
                     None if summary is None else validated(RunSummary, summary, summary_path))
+
+
+def require_run_dir(path: Path) -> None:
+    """One line when `path` is not a run directory at all: missing, a file, or a folder of runs
+    (which names one of them)."""
+    if not path.exists():
+        raise DataError(f"{path}: no such run directory")
+    if not path.is_dir():
+        raise DataError(f"{path}: not a run directory (a file)")
+    if (path / CONFIG_FILE).is_file():
+        return
+    inside = next(path.rglob(POINTS_FILE), None)  # the first run found below, if any
+    if inside is not None:
+        raise DataError(f"{path}: not a run directory but a folder of runs",
+                        hint=f"pass one of them, e.g. {inside.parent}")
+    raise DataError(f"{path}: not a run directory (no {CONFIG_FILE})")
 
 
 def _read_lines(path: Path) -> list[tuple[int, dict]]:

@@ -28,7 +28,6 @@ import numpy as np
 from eebench.errors import DataError, UsageError
 from eebench.io import atomic_files, read_text
 from eebench.run.artifacts import (
-    CONFIG_FILE,
     IDS_FILE,
     POINTS_FILE,
     PREDICTIONS_FILE,
@@ -136,8 +135,6 @@ def export_elue(run_dir: Path, out_dir: Path) -> Export:
     from eebench.tasks.spec import get_task
 
     run_dir, out_dir = Path(run_dir), Path(out_dir)
-    if not (run_dir / CONFIG_FILE).is_file():
-        raise DataError(f"{run_dir}: not a run directory (no {CONFIG_FILE})")
     run = verify_run(run_dir)  # a finished run whose files match what its summary recorded
     cfg, points = run.config, run.points
     if not cfg.split.startswith("test"):
