@@ -201,3 +201,13 @@ def test_run_cost_counts_the_training_each_run_records_and_says_when_it_cannot()
                 text={"body": "{total} {counted}\n\n{table}", "none": "none"})
     text = build(old, Context(root=ROOT, write=False))
     assert "wall time" in text and "training (min)" not in text and "lr 0.0001 for 5 epochs" in text
+
+
+def test_the_full_models_kind_without_runs_says_so(tmp_path):
+    block = Block(name="f", kind="full-models", marker="f",
+                  runs={"a": Runs(folder=str(tmp_path / "none"))},
+                  options={"file": str(PUBLISHED), "models": {"A": "a"}, "tasks": ["rte"],
+                           "published": ["BERT-base"]},
+                  text={"body": "{table} | {least} | {recipes} | {sources}",
+                        "none": "No full model yet."})
+    assert "No full model yet. | – | – |" in build(block, Context(root=ROOT, write=False))

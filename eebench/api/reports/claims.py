@@ -197,7 +197,7 @@ def full_models(block: Block, ctx: Context) -> dict:
             row[model] = DASH if f is None else f"{f.value:.1f}"
         rows.append(row)
     if not rows:
-        return {"table": block.text["none"], "margins": "", "recipes": "", "sources": ""}
+        return {"table": block.text["none"], "least": DASH, "recipes": DASH, "sources": ""}
     picked = {name for name, key in block.options["models"].items()
               if block.options.get("pick", {}).get(key) == "best"}
     recipes = "; ".join(f"{name}: " + ", ".join(f"{title(t)} {s['recipe']}" for t, s in
