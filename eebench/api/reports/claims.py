@@ -14,11 +14,12 @@ Both read a TOML file of published numbers (option `file`), every number with it
     method = "pabee"    # the eebench method that re-implements it
     paper = "PABEE (Zhou et al., NeurIPS 2020)"
     model = "ALBERT-base"
-    task = "mrpc"       # the paper's task, and the eebench task measured (`measured_on`)
-    base = 89.5         # the paper's full model
-    exit = 90.0         # with early exit ...
-    speedup = 1.57      # ... at this speed-up, counted in `speedup_in`: "layers" (L / the mean
-    speedup_in = "layers"  # exit layer), "flops" (full FLOPs / the point's) or "time"
+    task = "MRPC"       # the paper's task, as it names it
+    measured_on = ["elue-mrpc"]  # eebench tasks that stand for it: a run set's first with runs
+    terms = "layers"    # how the speed-up counts: "layers" (L / the mean exit layer), "flops"
+    base = 89.5         # (full FLOPs / the point's) or "time"; "elue": an ELUE score (`exit`)
+    exit = 90.0         # the paper's full model, and with early exit ...
+    speedup = 1.57      # ... at this speed-up
     source = "..."
 
 A claim is measured on a model's runs as the change of the method's best point with at least the
@@ -31,7 +32,7 @@ import math
 from collections import defaultdict
 from typing import Any, Literal
 
-from pydantic import BaseModel, ConfigDict, Field, model_validator
+from pydantic import BaseModel, ConfigDict, Field, field_validator, model_validator
 
 from eebench.api.reports.core import Block, Context, kind
 from eebench.api.reports.fmt import markdown, pm_over, title
@@ -57,7 +58,9 @@ class Claim(BaseModel):
     paper: str
     model: str
     task: str  # the paper's task, as it names it
-    measured_on: str = ""  # the eebench task that stands for it; "" where there is none
+    # the eebench tasks that stand for it, in order: each run set is measured on the first it
+    # has runs of; none where no eebench task does
+    measured_on: list[str] = []
     metric: str = ""  # the paper's metric where it is not the task's main one ("f1")
     split: str = "dev"
     terms: Literal["layers", "flops", "time", "elue"]
@@ -66,6 +69,11 @@ class Claim(BaseModel):
     speedup: float | None = Field(default=None, gt=1)  # at this speed-up, counted in `terms`
     source: str
     note: str = ""  # what the reader should know about the comparison
+
+    @field_validator("measured_on", mode="before")
+    @classmethod
+    def _one_or_more(cls, v: Any) -> Any:
+        return ([v] if v else []) if isinstance(v, str) else v
 
     @model_validator(mode="after")
     def _complete(self) -> Claim:
@@ -248,9 +256,11 @@ def measure(runs: list, claim: Claim) -> dict[str, Any]:
 
     from eebench.score import sample_std
 
-    task = claim.measured_on
-    if not task:
+    if not claim.measured_on:
         return {"status": "no task"}
+    task = next((t for t in claim.measured_on if any(
+        r.config.task == t and r.config.label == claim.method for r in runs)),
+        claim.measured_on[0])
     if claim.terms == "elue":
         changes = _elue_by_seed(runs, claim.method, task)
         top = 0.0
@@ -272,8 +282,11 @@ def measure(runs: list, claim: Claim) -> dict[str, Any]:
     if not changes:
         return {"status": "out of range", "top": top} if top else {"status": "pending"}
     a = np.asarray(changes, dtype=float)
+    cell = pm_over(changes, digits=2 if claim.terms == "elue" else 1)
+    if len(claim.measured_on) > 1:
+        cell += f" ({title(task)})"
     return {"status": "measured", "change": float(a.mean()), "std": sample_std(a),
-            "seeds": len(a), "cell": pm_over(changes, digits=2 if claim.terms == "elue" else 1)}
+            "seeds": len(a), "task": task, "cell": cell}
 
 
 def _elue_by_seed(runs: list, method: str, task: str) -> list[float]:
@@ -313,7 +326,7 @@ def claims(block: Block, ctx: Context) -> dict:
     rows, notes = [], []
     for n, claim in enumerate(published.claim, 1):
         row = {"method": claim.method, "the claim [source]": f"{claim.said()} [{n}]",
-               "measured on": title(claim.measured_on) if claim.measured_on else DASH}
+               "measured on": " or ".join(title(t) for t in claim.measured_on) or DASH}
         said = None
         for name, got_runs in runs.items():
             got = measure(got_runs, claim)
