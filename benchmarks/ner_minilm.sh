@@ -11,13 +11,7 @@ DATA_DIR=${1:-${EEBENCH_DATA_DIR:-../shared/data}}
 WORKERS=${2:-$(nproc)}
 CONFIG=benchmarks/ner-minilm.toml
 
-together() {  # WORKERS copies of one `eebench run`, sharing its cells
-  for _ in $(seq "$WORKERS"); do
-    OMP_NUM_THREADS=1 eebench run --config "$CONFIG" --data-dir "$DATA_DIR" "$@" &
-    sleep 5  # the first worker claims its cell; the next one takes the next
-  done
-  wait
-}
+source benchmarks/_together.sh  # together ARGS...: WORKERS workers share a grid
 
 for seed in 1 2 3; do
   together --seed "$seed"
