@@ -74,7 +74,7 @@ def benchmark_page(block: Block, ctx: Context) -> dict:
         "hardware": "; ".join(sorted({f"{e.get('cpu') or 'CPU'} ({e.get('cpu_cores')} cores)"
                                       + (f", GPU {e['gpu']}" if e.get("gpu") else "")
                                       for e in envs})),
-        **{k: cfg["train"][k] for k in ("lr", "batch_size", "precision")},
+        **{k: cfg["train"].get(k) for k in ("lr", "batch_size", "precision")},
         "seeds": ", ".join(map(str, cfg["seeds"])), "budget": _budget_table(cfg),
         "elue": _elue_table(report.elue, elue_by_seed(raw, reference), tasks, methods),
         "summary": _summary_table(scored, ensembles, tasks, methods),
@@ -127,7 +127,9 @@ def _write_artifacts(block: Block, ctx: Context, runs, reference, methods) -> No
 
 def _expected_jobs(cfg: dict, o: dict) -> int:
 
-    return sum(len(cfg["seeds"]) for task in cfg["tasks"] for method in cfg["methods"]
+    field_seeds = o.get("field_seeds", cfg["seeds"])  # the field's methods may run fewer seeds
+    return sum(len(cfg["seeds"] if method in o["classic"] else field_seeds)
+               for task in cfg["tasks"] for method in cfg["methods"]
                if (method in o["classic"] or task in o["field_tasks"])
                and (get_method(method).supports_regression or not get_task(task).is_regression))
 
@@ -140,11 +142,12 @@ def _budget_table(cfg: dict) -> str:
         train = {**cfg.get("train", {}), **own.get("train", {})}
         rows.append({"task": get_task(task).title,
                      "train examples": train.get("max_train_samples", "all"),
-                     "epochs": train.get("epochs"),
+                     "epochs": train.get("epochs"), "lr": f"{train['lr']:g}" if "lr" in train
+                     else "the backbone's",
                      "max tokens": own.get("max_seq_length", cfg["max_seq_length"]),
                      "dev samples scored": own.get("max_eval_samples",
                                                    cfg.get("max_eval_samples")) or "all"})
-    return markdown(rows, "lrrrr")
+    return markdown(rows, "lrrrrr")
 
 
 def _elue_table(elue: dict, by_seed: dict, tasks: list[str], methods: list[str]) -> str:
