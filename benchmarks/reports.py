@@ -6,6 +6,8 @@ Paragraphs of a text are unwrapped on the page; each {name} is a value the kind 
 
 from __future__ import annotations
 
+from pathlib import Path
+
 from eebench.api.reports import Block, Runs
 
 RESULTS = "benchmarks/results"
@@ -94,6 +96,71 @@ ELUE score (mean of *vs reference* over a method's points): {scores}."""
 
 ABLATION_TASK = "**{title}** ({metric})\n\n{table}"
 
+MPNET = f"{RESULTS}/mpnet-recipes"
+MPNET_PAGE = """\
+Built by `python benchmarks/report.py --block elue-mpnet` from **{n_runs} of {n_jobs} runs** of
+`benchmarks/mpnet-recipes.toml`{pending} (`bash benchmarks/mpnet_recipes.sh`: every method on
+seed 1; static, DeeBERT and PABEE on seeds 2 and 3 too). Hardware: {hardware}, one thread per
+run, two runs at a time.
+
+## Budget
+
+MPNet-base (all-mpnet-base-v2, 12 layers, hidden 768, 109M parameters), mean-pooled exit heads,
+batch {batch_size}, {precision} precision (bf16 where the CPU has it natively), length-grouped
+batches, every training example (SciTail: 8,000 of its 23,596 pairs), the learning rate the
+recipe search chose per task (`benchmarks/recipes/mpnet-base.toml`), 3 epochs. Scores are on the
+dev split; the labelled test sets are withheld (the seed-1 test-split runs in
+`benchmarks/results/mpnet-recipes-test/` are for `eebench export-elue`).
+
+{budget}
+
+## ELUE scores
+
+Mean over a method's operating points of (its metric - the reference curve at its FLOPs), in
+points, against the static first-k-layer models of these runs
+(`leaderboard/references/mpnet-base-static.json`, seed-averaged; clamped outside its range). ±:
+the standard deviation of each seed's own score, where a method has more than one seed.
+
+{elue}
+
+## Full model, best point, ensemble
+
+The full model is static k = 12. *Best* is a method's best seed-averaged point (at its MFLOPs);
+the ensemble averages every exit's probabilities on every sample.
+
+{summary}
+
+## Significance (paired bootstrap)
+
+{n_resamples} resamples; per task, A - B in per-sample accuracy (squared error for STS-B) over
+the dev samples, each point of A paired with the point of B nearest in FLOPs.
+
+{significance}
+
+{pabee}
+
+## Per task
+
+Every operating point, seed-averaged; *speed-up* over the full model's MFLOPs; latency: real
+dynamic inference at batch size 1 on the CPU above (the first 100 dev samples).
+
+{tasks}"""
+
+MPNET_TASK = """\
+### {title} ({split}, {metric}, {seeds})
+
+![{title}: {metric} against MFLOPs per sample](figures/results-mpnet/{task}-pareto.png)
+
+{table}
+
+ELUE score (mean of *vs reference* over a method's points): {scores}."""
+
+
+def _has_runs(folder: str) -> bool:
+    """A block whose page needs finished runs is declared once the first is in."""
+    return any((Path(__file__).resolve().parent.parent / folder).rglob("summary.json"))
+
+
 BLOCKS = [
     Block(name="elue-minilm", kind="elue-benchmark", marker="generated",
           runs={"main": MINILM, "rules": Runs(folder=f"{RESULTS}/elue-minilm-rules"),
@@ -118,6 +185,29 @@ BLOCKS = [
                                "learned": "exit score <", "patience": "patience"},
                    "schemes": ["deebert", "pabee", "elasticbert"],
                    "rules": ["entropy", "maxprob", "patience"]}),
+    *([Block(name="elue-mpnet", kind="elue-benchmark", marker="elue-mpnet",
+                doc="docs/results-mpnet.md",
+                runs={"main": Runs(folder=MPNET), "rules": Runs(folder=f"{MPNET}-rules"),
+                      "test": Runs(folder=f"{MPNET}-test")},
+                text={"body": MPNET_PAGE, "task": MPNET_TASK, "rules": "{table}", "no_rules": ""},
+                options={"config": "benchmarks/mpnet-recipes.toml",
+                         "reference": "leaderboard/references/mpnet-base-static.json",
+                         "reference_name": "mpnet-base-static",
+                         "figures": "docs/figures/results-mpnet",
+                         "submissions": "leaderboard/submissions",
+                         "submission_file": "mpnet-base-{method}.json",
+                         "submission_name": "MPNet-base {method} (CPU)",
+                         "export": f"{RESULTS}/elue-export-mpnet12",
+                         "classic": CLASSIC, "field": [m for m in FIELD if m != "maxprob"],
+                         "field_tasks": ["elue-sst2", "elue-mrpc", "elue-stsb", "elue-scitail"],
+                         "field_seeds": [1],
+                         "pairs": [["pabee", "static"], ["deebert", "static"],
+                                   ["pabee", "deebert"]],
+                         "n_resamples": 2000,
+                         "setting": {"entropy": "entropy <", "normalized-entropy": "H/ln C <",
+                                     "maxprob": "max p ≥", "calibrated-maxprob": "max p(z/T) ≥",
+                                     "learned": "exit score <", "patience": "patience"},
+                         "schemes": [], "rules": []})] if _has_runs(MPNET) else []),
     Block(name="pabee-ablation", kind="ablation", marker="pabee-ablation",
           runs={"variants": Runs(folder=f"{RESULTS}/pabee-ablation", methods=("pabee",)),
                 "baseline": MINILM.model_copy(update={"methods": ("pabee", "static")})},
@@ -304,16 +394,16 @@ beat: two layers already reach 84.7 F1 on CoNLL-2003, and the seeds agree within
 below that curve on both tasks. DeeBERT's off-ramps are trained on a frozen backbone, so its first
 exit is weak (about 65 F1 on CoNLL-2003 against 77 for a fine-tuned one-layer model), and once the
 mean entropy lets sentences go most of them leave there (ELUE score -9.8 on CoNLL-2003); on WNUT-17
-it still beats static at a third of the FLOPs (44.0 against 36.9), where static's one-layer model is
-weakest. SENTEE's joint training gives better shallow exits but a weaker last layer (87.3 against
-90.1 on CoNLL-2003, 48.9 against 56.5 on WNUT-17, seed means). A sentence-level decision also makes every word
-of a sentence pay for its hardest word. Token-level exit removes that: TOKEE lifts both models
-(SENTEE's from -2.25 to -1.05 on CoNLL-2003 and from -6.64 to -4.18 on WNUT-17), and on the DeeBERT
-model it is the only method above the static curve on both tasks (+0.52 ± 0.05 and +2.56 ± 0.82):
-90.0 F1 on CoNLL-2003 at 1.4× fewer FLOPs than the full model's 90.1, and 88.8 at half its FLOPs,
-where the static curve gives 84.7. Entity words, the ones entity F1 counts, are decided 0.7-0.9 of
-a layer later than the other words on CoNLL-2003 and 1.4-1.6 layers later on WNUT-17, whose
-entities are rare and new."""}),
+it still beats static at a third of the FLOPs (44.0 against 36.9), where static's one-layer model
+is weakest. SENTEE's joint training gives better shallow exits but a weaker last layer (87.3
+against 90.1 on CoNLL-2003, 48.9 against 56.5 on WNUT-17, seed means). A sentence-level decision
+also makes every word of a sentence pay for its hardest word. Token-level exit removes that: TOKEE
+lifts both models (SENTEE's from -2.25 to -1.05 on CoNLL-2003 and from -6.64 to -4.18 on WNUT-17),
+and on the DeeBERT model it is the only method above the static curve on both tasks (+0.52 ± 0.05
+and +2.56 ± 0.82): 90.0 F1 on CoNLL-2003 at 1.4× fewer FLOPs than the full model's 90.1, and 88.8
+at half its FLOPs, where the static curve gives 84.7. Entity words, the ones entity F1 counts, are
+decided 0.7-0.9 of a layer later than the other words on CoNLL-2003 and 1.4-1.6 layers later on
+WNUT-17, whose entities are rare and new."""}),
     Block(name="minilm-recipes", kind="static-curves", marker="minilm-recipes",
           heading="## MiniLM-L6 with a recipe per task",
           runs={"main": Runs(folder=f"{RESULTS}/minilm-recipes"), "other": MINILM},
