@@ -96,3 +96,38 @@ def test_report_check_passes_on_the_shipped_documents(data_dir):
                           "--data-dir", str(data_dir)], capture_output=True, text=True)
     assert out.returncode == 0, out.stderr
     assert "up to date" in out.stderr
+
+
+def test_the_12_layer_page_builds_from_a_12_layer_run_set(tmp_path):
+    """The 12-layer benchmark's page (declared in benchmarks/reports.py once its first run is
+    in) builds from a run set of the same shape: here the 12-layer slice's runs, writing its
+    reference, figures and submissions into a scratch folder."""
+    sys.path.insert(0, str(ROOT / "benchmarks"))
+    import reports
+
+    from eebench.api.reports import Block, Context, Runs, build
+
+    block = Block(
+        name="elue-mpnet", kind="elue-benchmark", marker="elue-mpnet",
+        runs={"main": Runs(folder="benchmarks/results/elue-mpnet"),
+              "rules": Runs(folder=str(tmp_path / "no-rules")),
+              "test": Runs(folder="benchmarks/results/elue-mpnet-test")},
+        text={"body": reports.MPNET_PAGE, "task": reports.MPNET_TASK, "rules": "{table}",
+              "no_rules": ""},
+        options={"config": "benchmarks/elue-mpnet.toml", "reference": str(tmp_path / "ref.json"),
+                 "reference_name": "mpnet-base-static", "figures": str(tmp_path / "figures"),
+                 "submissions": str(tmp_path / "subs"),
+                 "submission_file": "mpnet-base-{method}.json",
+                 "submission_name": "MPNet-base {method} (CPU)", "export": str(tmp_path / "x"),
+                 "classic": reports.CLASSIC, "field": ["elasticbert"],
+                 "field_tasks": ["elue-sst2"], "field_seeds": [1],
+                 "pairs": [["pabee", "static"], ["deebert", "static"]], "n_resamples": 100,
+                 "setting": {"entropy": "entropy <", "patience": "patience"},
+                 "schemes": [], "rules": []})
+    text = build(block, Context(root=ROOT, figures=False))
+    assert "from **6 of 6 runs**" in text  # static, DeeBERT, PABEE on two tasks, one seed
+    assert "### SST-2 (ELUE) (dev, accuracy" in text and "### SciTail (dev" in text
+    assert "figures/results-mpnet/elue-sst2-pareto.png" in text
+    assert (tmp_path / "ref.json").is_file()
+    assert sorted(p.name for p in (tmp_path / "subs").glob("*.json")) == [
+        "mpnet-base-deebert.json", "mpnet-base-pabee.json", "mpnet-base-static.json"]
