@@ -373,7 +373,8 @@ def published_curve(block: Block, ctx: Context) -> dict:
         flops = gflops * 1e9
         row = {"GFLOPs": f"{gflops:.2f}", f"{curve.model} ({curve.split})": f"{value:.1f}",
                f"static ({report.split})": f"{float(curve_at(ref.flops, ref.main, flops)):.1f}"}
-        for label in [m for m in o["methods"] if m != "static"]:
+        for label in [m for m in o["methods"] if m != "static"
+                      and any(r.config.label == m for r in runs)]:
             fit = [p for p in report.points if p.label == label and p.flops <= flops]
             row[f"{label} ({report.split})"] = DASH if not fit else \
                 f"{max(p.main for p in fit):.1f}"
