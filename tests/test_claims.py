@@ -34,7 +34,8 @@ def test_every_published_number_has_a_source_and_names_an_eebench_task():
         for task in c.measured_on:
             get_task(task)
         assert c.source.strip() and c.terms in ("layers", "flops", "time", "elue")
-        assert c.terms == "elue" or (c.base is not None and c.speedup > 1)
+        assert c.terms == "elue" or c.speedup > 1
+        assert c.terms == "elue" or c.against or c.base is not None
 
 
 def test_a_bad_file_is_refused_in_one_line_naming_it(tmp_path):
@@ -95,8 +96,11 @@ def test_an_elue_claim_is_the_methods_elue_score_against_its_own_static_curve_pe
 
 
 def test_a_claim_needs_its_base_and_speedup_unless_it_is_an_elue_score():
-    with pytest.raises(ValueError, match="needs `base` and `speedup`"):
+    with pytest.raises(ValueError, match="needs `base`"):
         _claim(base=None)
+    with pytest.raises(ValueError, match="needs `speedup`"):
+        _claim(speedup=None)
+    assert _claim(base=None, against="deebert", exit=0.0).change == 0.0
     assert _claim(terms="elue", base=None, speedup=None).change == 90.0
     assert measure([], _claim(measured_on=""))["status"] == "no task"
 
@@ -111,13 +115,14 @@ def test_a_speedup_the_method_never_reaches_or_a_method_not_run_is_said_so():
     assert verdict(_claim(), {"status": "pending"}, 1.0) == "not measured yet"
 
 
-def test_the_verdict_allows_the_tolerance_or_two_seed_deviations():
+def test_the_verdict_says_within_noise_for_the_tolerance_or_two_seed_deviations():
     claim = _claim(base=90.0, exit=90.0)  # no change claimed
-    agree = {"status": "measured", "change": -0.9, "std": 0.1}
-    assert verdict(claim, agree, 1.0) == "agrees"
-    assert verdict(claim, {**agree, "change": -1.1}, 1.0) == "disagrees"
-    assert verdict(claim, {**agree, "change": -1.1, "std": 0.6}, 1.0) == "agrees"  # 2 std = 1.2
-    assert verdict(claim, {**agree, "std": None}, 1.0) == "agrees"  # one seed
+    near = {"status": "measured", "change": -0.9, "std": 0.1}
+    assert verdict(claim, {**near, "change": 0.0}, 1.0) == "agrees"
+    assert verdict(claim, near, 1.0) == "within noise"
+    assert verdict(claim, {**near, "change": -1.1}, 1.0) == "disagrees"
+    assert verdict(claim, {**near, "change": -1.1, "std": 0.6}, 1.0) == "within noise"  # 2 std
+    assert verdict(claim, {**near, "std": None}, 1.0) == "within noise"  # one seed
 
 
 def test_full_models_are_the_static_k_l_points_with_their_majority_baseline():
@@ -220,3 +225,16 @@ def test_a_claim_is_measured_on_the_first_of_its_tasks_a_run_set_has():
     assert either["task"] == "elue-mrpc" and either["change"] == alone["change"]
     assert either["cell"] == alone["cell"] + " (MRPC (ELUE))"
     assert measure(runs, _claim(measured_on=["rte"]))["status"] == "pending"
+
+
+@pytest.mark.parametrize("terms", ["layers", "elue"])
+def test_a_claim_against_another_method_is_the_difference_seed_by_seed(terms):
+    runs = _runs("static", "pabee", "deebert", task="elue-mrpc")
+    kw = {"speedup": None} if terms == "elue" else {}
+    pabee = measure(runs, _claim(terms=terms, **kw))
+    deebert = measure(runs, _claim(method="deebert", terms=terms, **kw))
+    got = measure(runs, _claim(terms=terms, base=None, against="deebert", exit=0.0, **kw))
+    assert got["seeds"] == 3 and got["change"] == pytest.approx(pabee["change"]
+                                                                - deebert["change"])
+    assert "above deebert's by +0.0" in _claim(terms=terms, against="deebert", exit=0.0,
+                                                **kw).said()

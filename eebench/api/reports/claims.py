@@ -67,6 +67,10 @@ class Claim(BaseModel):
     base: float | None = None  # the paper's full model (a change is claimed against it)
     exit: float  # with early exit; for "elue": the claimed ELUE score
     speedup: float | None = Field(default=None, gt=1)  # at this speed-up, counted in `terms`
+    # A claim against another method ("outperforms PABEE"): the difference from `against`, each
+    # measured the same way on the same seeds; `exit` is the claimed difference (0: "better"),
+    # `base` is not given.
+    against: str = ""
     source: str
     note: str = ""  # what the reader should know about the comparison
 
@@ -77,16 +81,24 @@ class Claim(BaseModel):
 
     @model_validator(mode="after")
     def _complete(self) -> Claim:
-        if self.terms != "elue" and (self.base is None or self.speedup is None):
-            raise ValueError(f"a claim in {self.terms!r} terms needs `base` and `speedup`")
+        if self.terms != "elue" and self.speedup is None:
+            raise ValueError(f"a claim in {self.terms!r} terms needs `speedup`")
+        if self.terms != "elue" and not self.against and self.base is None:
+            raise ValueError(f"a claim in {self.terms!r} terms needs `base`")
         return self
 
     @property
     def change(self) -> float:
-        return self.exit if self.terms == "elue" else self.exit - self.base
+        """The claimed change: against the full model, the claimed ELUE score, or the claimed
+        difference from the method it is set against."""
+        return self.exit if self.terms == "elue" or self.against else self.exit - self.base
 
     def said(self) -> str:
         where = f"{self.model}, {self.task} {self.split}"
+        if self.against:
+            at = "ELUE score" if self.terms == "elue" else \
+                f"best point at {self.speedup:.2f}× ({self.terms})"
+            return f"{where}: {at} above {self.against}'s by {self.exit:+.1f}"
         if self.terms == "elue":
             return f"{where}: ELUE score {self.exit:+.2f}"
         metric = f" {self.metric}" if self.metric else ""
@@ -251,7 +263,8 @@ def _score(point, claim: Claim) -> float | None:
 def measure(runs: list, claim: Claim) -> dict[str, Any]:
     """The claim measured on these runs, per seed: its change (the method's best point among
     those with at least the claimed speed-up, minus that seed's full model, static k = L), or
-    for "elue" the method's ELUE score against the runs' own static curve; mean ± over seeds."""
+    for "elue" the method's ELUE score against the runs' own static curve; against another
+    method, the difference from that method's, seed by seed; mean ± over seeds."""
     import numpy as np
 
     from eebench.score import sample_std
@@ -261,24 +274,11 @@ def measure(runs: list, claim: Claim) -> dict[str, Any]:
     task = next((t for t in claim.measured_on if any(
         r.config.task == t and r.config.label == claim.method for r in runs)),
         claim.measured_on[0])
-    if claim.terms == "elue":
-        changes = _elue_by_seed(runs, claim.method, task)
-        top = 0.0
-    else:
-        full = {r.config.seed: p for r in runs if r.config.task == task
-                and r.config.method == "static" and (p := full_point(r)) is not None}
-        mine = [r for r in runs if r.config.task == task and r.config.label == claim.method]
-        changes, top = [], 0.0
-        for r in sorted(mine, key=lambda r: r.config.seed):
-            base = full.get(r.config.seed)
-            if base is None or _score(base, claim) is None:
-                continue
-            speed = _speedups(r.points, base, claim)
-            top = max([top, *speed.values()])
-            ok = [_score(r.points[i], claim) for i, s in speed.items()
-                  if s >= claim.speedup - 1e-9 and _score(r.points[i], claim) is not None]
-            if ok:
-                changes.append(max(ok) - _score(base, claim))
+    mine, top = _per_seed(runs, claim, claim.method, task)
+    if claim.against:
+        theirs, _ = _per_seed(runs, claim, claim.against, task)
+        mine = {seed: v - theirs[seed] for seed, v in mine.items() if seed in theirs}
+    changes = [mine[seed] for seed in sorted(mine)]
     if not changes:
         return {"status": "out of range", "top": top} if top else {"status": "pending"}
     a = np.asarray(changes, dtype=float)
@@ -289,22 +289,46 @@ def measure(runs: list, claim: Claim) -> dict[str, Any]:
             "seeds": len(a), "task": task, "cell": cell}
 
 
-def _elue_by_seed(runs: list, method: str, task: str) -> list[float]:
+def _per_seed(runs: list, claim: Claim, label: str, task: str) -> tuple[dict[int, float], float]:
+    """Per seed, what the claim measures of the runs of `label` on `task`, and the largest
+    speed-up they reach (0 for an ELUE score)."""
+    if claim.terms == "elue":
+        return _elue_by_seed(runs, label, task), 0.0
+    full = {r.config.seed: p for r in runs if r.config.task == task
+            and r.config.method == "static" and (p := full_point(r)) is not None}
+    out, top = {}, 0.0
+    for r in runs:
+        if r.config.task != task or r.config.label != label:
+            continue
+        base = full.get(r.config.seed)
+        if base is None or _score(base, claim) is None:
+            continue
+        speed = _speedups(r.points, base, claim)
+        top = max([top, *speed.values()])
+        ok = [_score(r.points[i], claim) for i, s in speed.items()
+              if s >= claim.speedup - 1e-9 and _score(r.points[i], claim) is not None]
+        if ok:
+            out[r.config.seed] = max(ok) - _score(base, claim)
+    return out, top
+
+
+def _elue_by_seed(runs: list, method: str, task: str) -> dict[int, float]:
     """The method's ELUE score on `task` against the runs' own static curve, per seed."""
     from eebench.score import build_reference, elue_by_seed, raw_points
 
     static = [r for r in runs if r.config.method == "static" and r.config.task == task]
     mine = [r for r in runs if r.config.label == method and r.config.task == task]
     if not static or not mine:
-        return []
+        return {}
     reference = build_reference(static, name="own-static")
     scores = elue_by_seed(raw_points(mine), reference)
-    return [float(v) for v in scores.get(method, {}).get(task, {}).values()]
+    return {int(k): float(v) for k, v in scores.get(method, {}).get(task, {}).items()}
 
 
 def verdict(claim: Claim, got: dict[str, Any], tolerance: float) -> str:
-    """agrees: the measured change is at most `tolerance` points (or two seed deviations, when
-    larger) below the claimed one; disagrees: further below; else why it cannot be said."""
+    """agrees: the measured change is at least the claimed one; within noise: below it by at
+    most `tolerance` points (or two seed deviations, when larger); disagrees: further below;
+    else why it cannot be said."""
     if got["status"] == "pending":
         return "not measured yet"
     if got["status"] == "no task":
@@ -313,7 +337,9 @@ def verdict(claim: Claim, got: dict[str, Any], tolerance: float) -> str:
         return f"cannot be tested here: the largest speed-up is {got['top']:.2f}×"
     std = got["std"] if got["std"] is not None and not math.isnan(got["std"]) else 0.0
     allowed = max(tolerance, 2 * std)
-    return "agrees" if got["change"] >= claim.change - allowed else "disagrees"
+    if got["change"] >= claim.change:
+        return "agrees"
+    return "within noise" if got["change"] >= claim.change - allowed else "disagrees"
 
 
 @kind("claims")
