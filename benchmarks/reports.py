@@ -439,7 +439,7 @@ full models sit near their majority baselines on these four tasks. CPU only.
                 "search": Runs(folder=f"{RESULTS}/recipes-minilm"),
                 "recipes": Runs(folder=f"{RESULTS}/minilm-recipes", methods=("static",)),
                 "mpnet-search": Runs(folder=f"{RESULTS}/recipes-mpnet")},
-          options={"file": "benchmarks/published.toml",
+          options={"file": "leaderboard/published.toml",
                    "models": {"MiniLM-L6, budget": "budget", "MiniLM-L6, search": "search",
                               "MiniLM-L6, recipes": "recipes",
                               "MPNet-base, search": "mpnet-search"},
@@ -452,7 +452,7 @@ full models sit near their majority baselines on these four tasks. CPU only.
 Built by `python benchmarks/report.py --block full-models`. Each cell is a full-depth model
 (static k = L) on dev: its main metric, mean ± std over seeds, and in brackets its margin over
 the majority-class baseline of the same dev labels (a constant prediction: MCC 0, correlation
-0). The published columns are full models of other papers (GLUE dev; `benchmarks/published.toml`
+0). The published columns are full models of other papers (GLUE dev; `leaderboard/published.toml`
 names each number's source). ELUE's MRPC and STS-B train on GLUE's training files but have their
 own dev splits, so GLUE's figures stand beside them as a scale only; ELUE SST-2 (sentence-level,
 8.5k training sentences) is not GLUE's SST-2 (67k phrases).
@@ -480,11 +480,11 @@ Sources:
           heading="## Each paper's claim, checked",
           runs={"mpnet": Runs(folder=f"{RESULTS}/mpnet-recipes"),
                 "recipes": Runs(folder=f"{RESULTS}/minilm-recipes"), "budget": MINILM},
-          options={"file": "benchmarks/published.toml", "tolerance": 1.0,
+          options={"file": "leaderboard/published.toml", "tolerance": 1.0,
                    "models": {"MPNet-base (12 layers)": "mpnet", "MiniLM-L6 (recipes)": "recipes",
                               "MiniLM-L6 (budget)": "budget"}},
-          text={"none": "No claim in `benchmarks/published.toml`.", "body": """\
-Built by `python benchmarks/report.py --block claims` from `benchmarks/published.toml`. A row
+          text={"none": "No claim in `leaderboard/published.toml`.", "body": """\
+Built by `python benchmarks/report.py --block claims` from `leaderboard/published.toml`. A row
 is a claim in its paper's own terms: the paper's model, task and split, its full model's score
 and early exit's at a speed-up counted as the paper counts it (layers: L over the mean exit
 layer; FLOPs; wall time). eebench measures the same change on its own runs, dev split: per seed,
@@ -522,7 +522,7 @@ benchmark."""}),
     Block(name="elasticbert-curve", kind="published-curve", marker="elasticbert-curve",
           heading="### The 12-layer curves next to ElasticBERT-base's (ELUE SST-2)",
           runs={"main": Runs(folder=MPNET if TWELVE else f"{RESULTS}/elue-mpnet")},
-          options={"file": "benchmarks/published.toml", "model": "ElasticBERT-base",
+          options={"file": "leaderboard/published.toml", "model": "ElasticBERT-base",
                    "task": "elue-sst2", "methods": ["static", "deebert", "pabee", "elasticbert"],
                    "figure": "docs/figures/published/elasticbert-sst2.png"},
           text={"none": "No finished static run of the task yet.", "body": f"""\

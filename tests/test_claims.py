@@ -1,4 +1,4 @@
-"""The published figures and claims (benchmarks/published.toml) and the report kinds that set
+"""The published figures and claims (leaderboard/published.toml) and the report kinds that set
 them beside eebench's own numbers (eebench.api.reports.claims), checked on committed runs."""
 
 from __future__ import annotations
@@ -15,7 +15,7 @@ from eebench.score import load_run
 from eebench.tasks.spec import get_task
 
 ROOT = Path(__file__).resolve().parent.parent
-PUBLISHED = ROOT / "benchmarks" / "published.toml"
+PUBLISHED = ROOT / "leaderboard" / "published.toml"
 MINILM = ROOT / "benchmarks" / "results" / "elue-minilm" / "minilm-l6"
 
 
@@ -149,7 +149,7 @@ def test_a_recipe_search_keeps_each_tasks_best_recipe_and_a_grid_refuses_two():
 def test_the_claims_kind_tabulates_every_claim_with_its_source():
     block = Block(name="c", kind="claims", marker="c",
                   runs={"m": Runs(folder="benchmarks/results/elue-minilm")},
-                  options={"file": "benchmarks/published.toml", "models": {"MiniLM-L6": "m"}},
+                  options={"file": "leaderboard/published.toml", "models": {"MiniLM-L6": "m"}},
                   text={"body": "{table}\n\n{notes}", "none": "none"})
     text = build(block, Context(root=ROOT, write=False))
     claims = load_published(PUBLISHED).claim
@@ -164,7 +164,7 @@ def test_a_published_curve_is_set_beside_the_static_curve_and_each_methods_best_
     figure = tmp_path / "fig" / "curve.png"
     block = Block(name="e", kind="published-curve", marker="e",
                   runs={"main": Runs(folder="benchmarks/results/elue-mpnet")},
-                  options={"file": "benchmarks/published.toml", "model": "ElasticBERT-base",
+                  options={"file": "leaderboard/published.toml", "model": "ElasticBERT-base",
                            "task": "elue-sst2", "methods": ["static", "deebert"],
                            "figure": str(figure)},
                   text={"body": "{table}", "none": "none"})
