@@ -6,11 +6,11 @@
 # the same command after an interruption. WORKERS processes (default 2) share the runs, one
 # torch thread each; the papers' rate for base models (2e-5) comes first.
 #
-# Cost, from MPNet's measured fp32 step (4.5x MiniLM's: 16.1 s for 1,344 padded tokens at batch
-# 32 on this AMD EPYC, AVX2, under load; docs/benchmarks.md), proportional to padded tokens:
-#   MRPC 115 steps/epoch ~2,350 s, STS-B 180 ~2,000 s, SST-2 267 ~2,500 s, SciTail 250 ~3,800 s
-#   = ~10,700 s per epoch of all four; x 3 epochs x 2 rates = ~17.8 hours of one core, about
-#   9 hours wall with two workers.
+# Cost, measured (train_seconds of benchmarks/results/recipes-mpnet; bf16 autocast on this
+# project's AMD EPYC with AVX-512 BF16, one thread, two runs at a time): at 2e-5, MRPC 24 min
+# (345 steps), STS-B 24 min (540), SST-2 29 min (801), SciTail about 40 min (750): about 2 hours
+# of one core per rate, 4 for the search, 2 hours of wall time on two cores. In fp32 on an AVX2
+# machine (16.1 s a step, docs/benchmarks.md) the same search takes about a day on two cores.
 set -euo pipefail
 cd "$(dirname "$0")/../.."
 DATA_DIR=${1:-${EEBENCH_DATA_DIR:-../shared/data}}
