@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
-# Recipe search, MPNet-base full model: lr in {2e-5, 5e-5} at 3 epochs on ELUE MRPC, STS-B, SST-2
-# and 8,000 SciTail pairs, seed 1 (8 runs; benchmarks/recipes/mpnet-base.toml).
+# Recipe search, MPNet-base full model: lr in {2e-5, 5e-5} at 3 epochs on ELUE MRPC, STS-B, SST-2,
+# 8,000 SciTail pairs, RTE and CoLA, seed 1 (12 runs; benchmarks/recipes/mpnet-base.toml).
 #   bash benchmarks/recipes/search_mpnet.sh [DATA_DIR] [WORKERS]
 # Resumable: each run directory is keyed by its config and a finished one is skipped, so rerun
 # the same command after an interruption. WORKERS processes (default 2) share the runs, one
