@@ -1,0 +1,19 @@
+#!/usr/bin/env bash
+# The 12-layer ELUE benchmark (benchmarks/mpnet-recipes.toml), resumable: rerun it after an
+# interruption and it continues (a finished run directory is skipped, a checkpoint resumed).
+#   bash benchmarks/mpnet_recipes.sh [DATA_DIR] [WORKERS]
+# WORKERS processes (default: the number of cores) share each phase, one thread each:
+#   1. every method on seed 1 (static first: the cascade reuses its models);
+#   2. the seed-1 models on the ELUE test splits (labels withheld), for ELUE's files;
+#   3. static, DeeBERT and PABEE on seeds 2 and 3.
+set -euo pipefail
+cd "$(dirname "$0")/.."
+DATA_DIR=${1:-${EEBENCH_DATA_DIR:-../shared/data}}
+WORKERS=${2:-$(nproc)}
+CONFIG=benchmarks/mpnet-recipes.toml
+
+source benchmarks/_together.sh  # together ARGS...: WORKERS workers share a grid
+
+together --seed 1
+together --seed 1 --split test --no-timing --out benchmarks/results/mpnet-recipes-test
+together --seed 2 --seed 3 --method static --method deebert --method pabee
