@@ -1,5 +1,6 @@
 """The published figures and claims (leaderboard/published.toml) and the report kinds that set
-them beside eebench's own numbers (eebench.api.reports.claims), checked on committed runs."""
+them beside eebench's own numbers (eebench.api.reports: published, full_models, claims), checked
+on committed runs."""
 
 from __future__ import annotations
 
@@ -9,7 +10,9 @@ import numpy as np
 import pytest
 
 from eebench.api.reports import Block, Context, Runs, build
-from eebench.api.reports.claims import Claim, full_scores, load_published, measure, verdict
+from eebench.api.reports.claims import measure, verdict
+from eebench.api.reports.full_models import full_scores
+from eebench.api.reports.published import Claim, load_published
 from eebench.errors import DataError
 from eebench.score import load_run
 from eebench.tasks.spec import get_task

@@ -92,15 +92,16 @@ def _point_columns(p, sweep_value: float) -> dict[str, Any]:
         **{METRIC_PREFIX + name: value for name, value in p.metrics.items()},
         "mean_flops": p.mean_flops, "avg_exit_layer": p.avg_exit_layer,
         "params_total": p.params_total, "params_mean_used": p.params_mean_used,
-        **{column: _p50(p.timings, bs) for column, bs in TIMED_BATCH_SIZES.items()},
+        **{column: p50(p.timings, bs) for column, bs in TIMED_BATCH_SIZES.items()},
         **{q: getattr(p, q, None) for q in QUALITY},
     }
 
 
-def _p50(timings, batch_size: int) -> float | None:
-    """The median batch time of real dynamic inference at `batch_size`, when it was timed."""
+def p50(timings, batch_size: int, mode: str = "dynamic") -> float | None:
+    """The median batch time at `batch_size` of real dynamic inference (or, with `mode` "full",
+    of the full model timed beside it), when it was timed."""
     for t in timings:
-        if t.mode == "dynamic" and t.batch_size == batch_size and "p50" in t.latency_ms:
+        if t.mode == mode and t.batch_size == batch_size and "p50" in t.latency_ms:
             return t.latency_ms["p50"]
     return None
 

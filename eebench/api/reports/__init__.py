@@ -17,6 +17,7 @@ from eebench.api.reports import (  # noqa: F401
     curves,
     difficulty,
     elue,
+    full_models,
     quality,
     shift,
     tokens,

@@ -8,9 +8,9 @@ display name of each, by run set), `methods` (the rows of the ELUE table).
 
 from __future__ import annotations
 
-from eebench.api.reports.claims import recipe
 from eebench.api.reports.core import Block, Context, kind, page
 from eebench.api.reports.fmt import markdown, pm_over, title
+from eebench.api.reports.full_models import recipe
 from eebench.run.artifacts import read_run
 from eebench.score import build_reference, elue_by_seed, raw_points
 
@@ -29,16 +29,21 @@ def _static_curve(runs: list, model: str):
            f"{model} metric": ("main", lambda v: pm_over(v, none=DASH))}).reset_index()
 
 
-def _own_elue(runs: list) -> dict[tuple[str, str], str]:
-    """(method, task) -> ELUE score against the runs' own static curve, ± over seeds."""
+def own_elue_by_seed(runs: list) -> dict[str, dict[str, dict[int, float]]]:
+    """Each method's ELUE score against the runs' own static curve (seed-averaged static runs),
+    by_seed[method][task][seed]; empty without static runs."""
     static = [r for r in runs if r.config.method == "static"]
     if not static:
         return {}
     reference = build_reference(static, name="own-static")
-    by_seed = elue_by_seed(raw_points([r for r in runs if r.config.task in reference.tasks]),
-                           reference)
-    return {(m, t): pm_over(seeds.values(), none=DASH) for m, tasks in by_seed.items()
-            for t, seeds in tasks.items()}
+    return elue_by_seed(raw_points([r for r in runs if r.config.task in reference.tasks]),
+                        reference)
+
+
+def _own_elue(runs: list) -> dict[tuple[str, str], str]:
+    """(method, task) -> ELUE score against the runs' own static curve, ± over seeds."""
+    return {(m, t): pm_over(seeds.values(), none=DASH)
+            for m, tasks in own_elue_by_seed(runs).items() for t, seeds in tasks.items()}
 
 
 @kind("static-curves")
