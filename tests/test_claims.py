@@ -239,5 +239,7 @@ def test_a_claim_against_another_method_is_the_difference_seed_by_seed(terms):
     got = measure(runs, _claim(terms=terms, base=None, against="deebert", exit=0.0, **kw))
     assert got["seeds"] == 3 and got["change"] == pytest.approx(pabee["change"]
                                                                 - deebert["change"])
-    assert "above deebert's by +0.0" in _claim(terms=terms, against="deebert", exit=0.0,
-                                                **kw).said()
+    said = _claim(terms=terms, against="deebert", exit=0.0, **kw).said()
+    assert said.endswith("above deebert's")  # "better": no margin claimed, none printed
+    assert _claim(terms=terms, against="deebert", exit=1.5, **kw).said().endswith(
+        "above deebert's by +1.5")

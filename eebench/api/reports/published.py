@@ -95,7 +95,8 @@ class Claim(BaseModel):
         if self.against:
             at = "ELUE score" if self.terms == "elue" else \
                 f"best point at {self.speedup:.2f}× ({self.terms})"
-            return f"{where}: {at} above {self.against}'s by {self.exit:+.1f}"
+            by = f" by {self.exit:+.1f}" if self.exit else ""  # 0: "better", no figure
+            return f"{where}: {at} above {self.against}'s{by}"
         if self.terms == "elue":
             return f"{where}: ELUE score {self.exit:+.2f}"
         metric = f" {self.metric}" if self.metric else ""
