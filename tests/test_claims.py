@@ -230,6 +230,23 @@ def test_a_claim_is_measured_on_the_first_of_its_tasks_a_run_set_has():
     assert measure(runs, _claim(measured_on=["rte"]))["status"] == "pending"
 
 
+def test_a_claim_across_tasks_is_the_mean_over_the_tasks_per_seed():
+    tasks = ["elue-mrpc", "elue-scitail", "rte"]
+    runs = [r for t in tasks for r in _runs("static", "pabee", "pcee", task=t)]
+    one = {t: measure(runs, _claim(measured_on=t)) for t in tasks}
+    got = measure(runs, _claim(measured_on=[*tasks, "cola"], across=True))
+    assert got["tasks"] == tasks  # CoLA: no runs of the set
+    assert got["seeds"] == 3 and got["cell"].endswith(" (3 tasks)")
+    assert got["change"] == pytest.approx(np.mean([one[t]["change"] for t in tasks]))
+    # against another method: only tasks with runs of both (PCEE ran on SciTail alone here)
+    pcee = [r for r in runs if r.config.method != "pcee" or r.config.task == "elue-scitail"]
+    vs = measure(pcee, _claim(method="pcee", against="pabee", terms="elue", speedup=None,
+                              base=None, exit=0.0, measured_on=tasks, across=True))
+    alone = measure(pcee, _claim(method="pcee", against="pabee", terms="elue", speedup=None,
+                                 base=None, exit=0.0, measured_on="elue-scitail"))
+    assert vs["tasks"] == ["elue-scitail"] and vs["change"] == pytest.approx(alone["change"])
+
+
 @pytest.mark.parametrize("terms", ["layers", "elue"])
 def test_a_claim_against_another_method_is_the_difference_seed_by_seed(terms):
     runs = _runs("static", "pabee", "deebert", task="elue-mrpc")

@@ -126,6 +126,14 @@ def test_runs_are_loaded_once_per_folder_and_filtered(tmp_path, monkeypatch):
     assert ctx.runs(Runs(folder="runs", seeds=(1,))) == [loaded[0], loaded[2]]
     assert len(calls) == 3  # one load per run directory, however many blocks read them
     assert ctx.runs(Runs(folder="none")) == []
+    # a companion folder's runs join the first's, filtered alike, each folder loaded once
+    d = tmp_path / "more" / "3"
+    d.mkdir(parents=True)
+    (d / "summary.json").write_text("{}")
+    loaded.append(run("pabee", 3))
+    assert ctx.runs(Runs(folder="runs", also=("more", "none"), methods=("pabee",))) == [
+        loaded[0], loaded[1], loaded[3]]
+    assert len(calls) == 4
 
 
 SUB = {"schema_version": 2, "created": "2026-01-01T00:00:00+00:00", "name": "x",

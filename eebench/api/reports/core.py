@@ -23,6 +23,7 @@ class Runs(BaseModel):
 
     model_config = ConfigDict(frozen=True, extra="forbid")
     folder: str
+    also: tuple[str, ...] = ()  # further folders whose runs join these (a companion config's)
     methods: tuple[str, ...] = ()  # empty: every method
     tasks: tuple[str, ...] = ()
     seeds: tuple[int, ...] = ()
@@ -69,16 +70,17 @@ class Context:
         from eebench.run.artifacts import SUMMARY_FILE
         from eebench.score import load_run
 
-        if (spec.folder, quality) not in self._runs:
-            root = self.path(spec.folder)
-            runs = [load_run(p.parent) for p in sorted(root.rglob(SUMMARY_FILE))] \
-                if root.is_dir() else []
-            if quality:
-                from eebench.score.quality import fill_quality
+        for folder in (spec.folder, *spec.also):
+            if (folder, quality) not in self._runs:
+                root = self.path(folder)
+                runs = [load_run(p.parent) for p in sorted(root.rglob(SUMMARY_FILE))] \
+                    if root.is_dir() else []
+                if quality:
+                    from eebench.score.quality import fill_quality
 
-                fill_quality(runs)
-            self._runs[spec.folder, quality] = runs
-        runs = [r for r in self._runs[spec.folder, quality]
+                    fill_quality(runs)
+                self._runs[folder, quality] = runs
+        runs = [r for folder in (spec.folder, *spec.also) for r in self._runs[folder, quality]
                 if (not spec.methods or r.config.method in spec.methods)
                 and (not spec.tasks or r.config.task in spec.tasks)
                 and (not spec.seeds or r.config.seed in spec.seeds)]

@@ -14,6 +14,7 @@ its source. The report kinds `full-models`, `claims` and `published-curve` read 
     model = "ALBERT-base"
     task = "MRPC"       # the paper's task, as it names it
     measured_on = ["elue-mrpc"]  # eebench tasks that stand for it: a run set's first with runs
+    across = false      # true: all of them with runs, averaged per seed (a benchmark's claim)
     terms = "layers"    # how the speed-up counts: "layers" (L / the mean exit layer), "flops"
     base = 89.5         # (full FLOPs / the point's) or "time"; "elue": an ELUE score (`exit`)
     exit = 90.0         # the paper's full model, and with early exit ...
@@ -58,6 +59,9 @@ class Claim(BaseModel):
     # the eebench tasks that stand for it, in order: each run set is measured on the first it
     # has runs of; none where no eebench task does
     measured_on: list[str] = []
+    # a claim about a benchmark ("on GLUE"), not a task: measured on every task of `measured_on`
+    # the run set has runs of (for a claim against another method, of both), averaged per seed
+    across: bool = False
     metric: str = ""  # the paper's metric where it is not the task's main one ("f1")
     split: str = "dev"
     terms: Literal["layers", "flops", "time", "elue"]
