@@ -102,7 +102,8 @@ def test_the_benchmark_config_expands_to_the_committed_runs(out, minilm_path):
 
 
 # still running: what is committed is in the grid
-RUNNING: tuple[str, ...] = ("minilm-recipes", "mpnet-recipes", "mpnet-recipes-test")
+RUNNING: tuple[str, ...] = ("minilm-recipes", "mpnet-recipes", "mpnet-recipes-test",
+                             "mpnet-claims")
 # Benchmarks with their own config: out -> (config, what its script merges into it)
 OWN_CONFIG = {
     "ner-minilm": ("ner-minilm.toml", {}),
@@ -112,6 +113,7 @@ OWN_CONFIG = {
     "mpnet-recipes": ("mpnet-recipes.toml", {}),
     "mpnet-recipes-test": ("mpnet-recipes.toml", {"seeds": [1], "split": "test",
                                                   "timing": {"enabled": False}}),
+    "mpnet-claims": ("mpnet-claims.toml", {}),
     "peers-minilm": ("peers.toml", {}),
 }
 
