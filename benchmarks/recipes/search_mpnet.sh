@@ -8,8 +8,9 @@
 #
 # Cost, measured (train_seconds of benchmarks/results/recipes-mpnet; bf16 autocast on this
 # project's AMD EPYC with AVX-512 BF16, one thread, two runs at a time): at 2e-5, MRPC 24 min
-# (345 steps), STS-B 24 min (540), SST-2 29 min (801), SciTail about 40 min (750): about 2 hours
-# of one core per rate, 4 for the search, 2 hours of wall time on two cores. In fp32 on an AVX2
+# (345 steps), STS-B 24 min (540), SST-2 29 min (801), SciTail about 40 min (750), RTE 19 min
+# (234), CoLA 12 min (804): about 2.5 hours of one core per rate, 5 for the search, 2.5 hours of
+# wall time on two cores. In fp32 on an AVX2
 # machine (16.1 s a step, docs/benchmarks.md) the same search takes about a day on two cores.
 set -euo pipefail
 cd "$(dirname "$0")/../.."
