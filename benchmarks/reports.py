@@ -517,14 +517,15 @@ yet in, "max" a speed-up the method never reaches there.
 {notes}
 
 **Reading.** The 12-layer model is in for the three claims made on RTE and CoLA
-(`benchmarks/mpnet-claims.toml`; seed 1, and seed 2 for DeeBERT's). DeeBERT's RTE claim is within
+(`benchmarks/mpnet-claims.toml`; seeds 1 and 2 on RTE, seed 1 on CoLA so far). DeeBERT's RTE claim is within
 noise: +0.4 on seed 1 (73.6 at 8.8 layers of 12, 1.35× in wall time, against 73.3 for the full
 model) and −2.5 on seed 2, whose wall-time ratios the other worker's load skewed (the full model
 is timed once per run, the points after it: seed 2's point that never exits early times at 0.83×
 the full model), so wall-time verdicts on this shared 2-core machine are loose. PABEE's two do
-not hold: at 1.57× in layers its best point is 6.9 points below the full model on RTE
-(66.4 at 6.4 layers of 12; the jointly trained model's own last exit reaches 71.5, below the
-separately trained full model's 73.3) and 5.0 MCC below on CoLA (51.3 at 6.9 layers; patience 1
+not hold: at 1.57× in layers its best point is 7.4 ± 0.8 points below the full model on
+RTE (seed 1: 66.4 at 6.4 layers of 12; the jointly trained model's own last exit reaches 71.5 and
+68.6 on the two seeds, below the separately trained full models' 73.3 and 71.5) and 5.0 MCC below
+on CoLA (51.3 at 6.9 layers; patience 1
 to 3 predicts one class, MCC 0). PABEE's gains over the full model were measured on ALBERT (one
 layer's weights shared across its depth); its BERT-base row is a small loss (−0.1 at 1.62×), and
 MPNet-base loses more. The other claims are read, until the 12-layer benchmark's runs are in, on
