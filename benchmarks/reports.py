@@ -517,31 +517,31 @@ yet in, "max" a speed-up the method never reaches there.
 {notes}
 
 **Reading.** The 12-layer model is in for the three claims made on RTE and CoLA
-(`benchmarks/mpnet-claims.toml`; seeds 1 and 2 on RTE, seed 1 on CoLA so far). DeeBERT's RTE claim is within
-noise: +0.4 on seed 1 (73.6 at 8.8 layers of 12, 1.35× in wall time, against 73.3 for the full
-model) and −2.5 on seed 2, whose wall-time ratios the other worker's load skewed (the full model
-is timed once per run, the points after it: seed 2's point that never exits early times at 0.83×
-the full model), so wall-time verdicts on this shared 2-core machine are loose. PABEE's two do
-not hold: at 1.57× in layers its best point is 7.4 ± 0.8 points below the full model on
-RTE (seed 1: 66.4 at 6.4 layers of 12; the jointly trained model's own last exit reaches 71.5 and
-68.6 on the two seeds, below the separately trained full models' 73.3 and 71.5) and 5.0 MCC below
-on CoLA (51.3 at 6.9 layers; patience 1
-to 3 predicts one class, MCC 0). PABEE's gains over the full model were measured on ALBERT (one
-layer's weights shared across its depth); its BERT-base row is a small loss (−0.1 at 1.62×), and
-MPNet-base loses more. The other claims are read, until the 12-layer benchmark's runs are in, on
-the 6-layer budget runs. There DeeBERT's three claims hold: the best point at the claimed
-wall-time speed-up is within a point of the full model. PABEE's do not, except on RTE, where the seeds spread by ±3.6 points: its
-claims are gains over ALBERT's full model, and on a 6-layer model a layer speed-up of 1.57× leaves
-at most 3.8 layers, which PABEE reaches only at patience 1 or 2, where it trusts shallow exits (on
-STS-B, patience 1 exits at 2.9 layers on average with a correlation of 34.5). The ELUE-score claims
-are relative to a different reference (ElasticBERT-base's curve on ELUE's test sets), so their
-order is what compares: ElasticBERT first (−0.76 over MRPC and SciTail), as on the leaderboard,
-but BERxiT (−2.73 on the same two tasks) above PABEE (−3.76 over five tasks, −3.77 on those two),
-the other order. Of the claims against another method, PCEE's holds (1.8 ELUE points above PABEE
-over MRPC and SciTail: above it on SciTail on every seed, level on MRPC), SWEET's against jointly
-trained exits holds on the mean but with a spread (±3.6) larger than the gap, and SWEET against
-the cascade (−0.8 ± 0.4) and the cascade against DeeBERT (−0.6 ± 1.5) are within the noise of
-three seeds. Every verdict will be read again on the 12-layer benchmark."""}),
+(`benchmarks/mpnet-claims.toml`; seeds 1 and 2 on RTE, seed 1 on CoLA so far). DeeBERT's RTE claim
+is within noise: +0.4 on seed 1 (73.6 at 8.8 layers of 12, 1.35× in wall time, against 73.3 for the
+full model) and −2.5 on seed 2, whose wall-time ratios the other worker's load skewed (the full
+model is timed once per run, the points after it: seed 2's point that never exits early times at
+0.83× the full model), so wall-time verdicts on this shared 2-core machine are loose. PABEE's two
+do not hold: at 1.57× in layers its best point is 7.4 ± 0.8 points below the full model on RTE
+(seed 1: 66.4 at 6.4 layers of 12; the jointly trained model's own last exit reaches 71.5 and 68.6
+on the two seeds, below the separately trained full models' 73.3 and 71.5) and 5.0 MCC below on
+CoLA (51.3 at 6.9 layers; patience 1 to 3 predicts one class, MCC 0). PABEE's gains over the full
+model were measured on ALBERT (one layer's weights shared across its depth); its BERT-base row is a
+small loss (−0.1 at 1.62×), and MPNet-base loses more. The other claims are read, until the
+12-layer benchmark's runs are in, on the 6-layer budget runs. There DeeBERT's three claims hold:
+the best point at the claimed wall-time speed-up is within a point of the full model. PABEE's do
+not, except on RTE, where the seeds spread by ±3.6 points: its claims are gains over ALBERT's full
+model, and on a 6-layer model a layer speed-up of 1.57× leaves at most 3.8 layers, which PABEE
+reaches only at patience 1 or 2, where it trusts shallow exits (on STS-B, patience 1 exits at 2.9
+layers on average with a correlation of 34.5). The ELUE-score claims are relative to a different
+reference (ElasticBERT-base's curve on ELUE's test sets), so their order is what compares:
+ElasticBERT first (−0.76 over MRPC and SciTail), as on the leaderboard, but BERxiT (−2.73 on the
+same two tasks) above PABEE (−3.76 over five tasks, −3.77 on those two), the other order. Of the
+claims against another method, PCEE's holds (1.8 ELUE points above PABEE over MRPC and SciTail:
+above it on SciTail on every seed, level on MRPC), SWEET's against jointly trained exits holds on
+the mean but with a spread (±3.6) larger than the gap, and SWEET against the cascade (−0.8 ± 0.4)
+and the cascade against DeeBERT (−0.6 ± 1.5) are within the noise of three seeds. Every verdict
+will be read again on the 12-layer benchmark."""}),
     Block(name="elasticbert-curve", kind="published-curve", marker="elasticbert-curve",
           heading="### The 12-layer curves next to ElasticBERT-base's (ELUE SST-2)",
           runs={"main": Runs(folder=MPNET if TWELVE else f"{RESULTS}/elue-mpnet")},
