@@ -55,10 +55,11 @@ def measure(runs: list, claim: Claim) -> dict[str, Any]:
     tasks = (have if claim.across else have[:1]) or claim.measured_on[:1]
     per_task, top = [], 0.0
     for task in tasks:
-        mine, reach = _per_seed(runs, claim, claim.method, task)
+        got = _per_seed(runs, claim, labels[1:], task)  # one pass over the task's runs
+        mine, reach = got[claim.method]
         top = max(top, reach)
         if claim.against:
-            theirs, _ = _per_seed(runs, claim, claim.against, task)
+            theirs, _ = got[claim.against]
             mine = {seed: v - theirs[seed] for seed, v in mine.items() if seed in theirs}
         per_task.append(mine)
     # a seed counts where every task measured it: its change is the mean over the tasks
@@ -76,30 +77,34 @@ def measure(runs: list, claim: Claim) -> dict[str, Any]:
             "seeds": len(a), "task": tasks[0], "tasks": tasks, "cell": cell}
 
 
-def _per_seed(runs: list, claim: Claim, label: str, task: str) -> tuple[dict[int, float], float]:
-    """Per seed, what the claim measures of the runs of `label` on `task`, and the largest
-    speed-up they reach (0 for an ELUE score)."""
+def _per_seed(runs: list, claim: Claim, labels: tuple[str, ...], task: str
+              ) -> dict[str, tuple[dict[int, float], float]]:
+    """For each of `labels`, per seed, what the claim measures of its runs on `task`, and the
+    largest speed-up they reach (0 for an ELUE score)."""
+    runs = [r for r in runs if r.config.task == task]
     if claim.terms == "elue":
         from eebench.api.reports.curves import own_elue_by_seed
 
-        by_seed = own_elue_by_seed([r for r in runs if r.config.task == task])
-        return {int(s): float(v) for s, v in by_seed.get(label, {}).get(task, {}).items()}, 0.0
-    full = {r.config.seed: p for r in runs if r.config.task == task
-            and r.config.method == "static" and (p := full_point(r)) is not None}
-    out, top = {}, 0.0
-    for r in runs:
-        if r.config.task != task or r.config.label != label:
-            continue
-        base = full.get(r.config.seed)
-        if base is None or _score(base, claim) is None:
-            continue
-        speed = _speedups(r.points, base, claim)
-        top = max([top, *speed.values()])
-        ok = [_score(r.points[i], claim) for i, s in speed.items()
-              if s >= claim.speedup - 1e-9 and _score(r.points[i], claim) is not None]
-        if ok:
-            out[r.config.seed] = max(ok) - _score(base, claim)
-    return out, top
+        by_seed = own_elue_by_seed(runs)
+        return {label: ({int(s): float(v) for s, v in by_seed.get(label, {}).get(task, {}).items()},
+                        0.0) for label in labels}
+    full = {r.config.seed: p for r in runs
+            if r.config.method == "static" and (p := full_point(r)) is not None}
+    out: dict[str, tuple[dict[int, float], float]] = {}
+    for label in labels:
+        changes, top = {}, 0.0
+        for r in runs:
+            base = full.get(r.config.seed)
+            if r.config.label != label or base is None or _score(base, claim) is None:
+                continue
+            speed = _speedups(r.points, base, claim)
+            top = max([top, *speed.values()])
+            ok = [_score(r.points[i], claim) for i, s in speed.items()
+                  if s >= claim.speedup - 1e-9 and _score(r.points[i], claim) is not None]
+            if ok:
+                changes[r.config.seed] = max(ok) - _score(base, claim)
+        out[label] = (changes, top)
+    return out
 
 
 def verdict(claim: Claim, got: dict[str, Any], tolerance: float) -> str:
