@@ -496,7 +496,9 @@ and early exit's at a speed-up counted as the paper counts it (layers: L over th
 layer; FLOPs; wall time). eebench measures the same change on its own runs, dev split: per seed,
 the method's best point with at least the claimed speed-up, minus the same seed's full model
 (static k = L), mean ± std over seeds; wall time compares real dynamic inference at batch size 1
-with the full model timed in the same run (CPU, 100 samples). ELUE-score claims are measured as
+with the full model timed in the same run (CPU, 100 samples; the 12-layer benchmark's ELUE tasks
+and the MiniLM recipe grid time it beside each point, batch by batch, the other runs once before
+their sweep). ELUE-score claims are measured as
 the method's ELUE score against its own model's static curve. Choosing the best point on the dev
 set it is scored on is optimistic, as choosing a threshold on dev is in the papers. A claim
 against another method ("outperforms PABEE") is measured as the difference from that method, each

@@ -409,3 +409,61 @@ def test_two_rules_on_one_trained_model_in_one_pass(tmp_path, backbone, data_dir
         "error: rule 'calibrated-maxprob' needs a temperature per exit, fit after training "
         "(trained by: maxprob): pabee on rte has none (hint: `eebench rules` lists what each "
         "rule needs)"]
+
+
+def test_paired_timing_times_the_full_model_beside_each_point(tmp_path, backbone, data_dir,
+                                                             monkeypatch):
+    """`--paired-timing`: each point holds its own full-model timings, taken batch by batch
+    beside its own, not one measurement shared by the sweep; the choice names the run, and the
+    default ("once") is left out of config.json, so no earlier run is renamed."""
+    monkeypatch.chdir(tmp_path)
+    once = _run(tmp_path, backbone, data_dir, "--method", "pabee")
+    paired = _run(tmp_path, backbone, data_dir, "--method", "pabee", "--paired-timing")
+    assert paired["run_dir"] != once["run_dir"]
+    recorded = [json.loads((Path(o["run_dir"]) / R.CONFIG_FILE).read_text())["timing"]
+                for o in (once, paired)]
+    assert "baseline" not in recorded[0] and recorded[1]["baseline"] == "paired"
+
+    def full_raw(run_dir: str) -> list[tuple]:
+        return [tuple(t.raw_ms) for p in R.read_run(Path(run_dir)).points for t in p.timings
+                if t.mode == "full" and t.batch_size == 1]
+
+    shared, own = full_raw(once["run_dir"]), full_raw(paired["run_dir"])
+    points = len(R.read_run(Path(paired["run_dir"])).points)
+    assert points > 1 and len(shared) == len(own) == points
+    assert len(set(shared)) == 1  # one measurement, repeated in every point
+    assert len(set(own)) == points  # one measurement per point
+    assert all(len(raw) == 6 for raw in own)  # a batch of one per timed sample
+    for p in R.read_run(Path(paired["run_dir"])).points:
+        modes = [(t.mode, t.batch_size) for t in p.timings]
+        assert modes == [("dynamic", 1), ("dynamic", 32), ("full", 1), ("full", 32)]
+        assert p.disagreements == p.disagreements_near_threshold
+
+
+def test_paired_timing_alternates_the_full_model_and_the_point_batch_by_batch(monkeypatch):
+    import torch
+
+    import eebench.run.evaluate as E
+    from eebench.run.config import TimingConfig
+
+    calls: list[tuple[str, int]] = []
+    batches = [{"index": torch.tensor([i])} for i in range(3)]
+    monkeypatch.setattr(E, "_batches", lambda enc, subset, bs: batches)
+
+    def infer(feed, timer):
+        for b in feed:
+            with timer():
+                calls.append(("point", int(b["index"][0])))
+        return "decisions"
+
+    timing = TimingConfig(samples=3, batch_sizes=[1], warmup=1, baseline="paired")
+    timings, decisions = E.timed_inference(
+        torch.nn.Linear(1, 1), None, np.arange(3), timing, False,
+        warm=lambda b: calls.append(("warm", int(b["index"][0]))), infer=infer,
+        beside=lambda b: calls.append(("full", int(b["index"][0]))))
+    assert calls == [("full", 0), ("warm", 0),  # warm-up, untimed
+                     ("full", 0), ("point", 0), ("full", 1), ("point", 1), ("full", 2),
+                     ("point", 2)]
+    assert decisions == ["decisions"]
+    assert [(t.mode, t.batch_size, len(t.raw_ms)) for t in timings] == [
+        ("dynamic", 1, 3), ("full", 1, 3)]

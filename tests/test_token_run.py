@@ -32,6 +32,8 @@ def runs(tmp_path_factory, data_dir):
     for method in ("static", "deebert", "sentee", "tokee"):
         # SENTEE's model also sweeps TOKEE, in the same pass (`--rule`)
         rule = ("--rule", "tokee") if method == "sentee" else ()
+        # two time the full model beside each point (words halting live, and not)
+        rule += ("--paired-timing",) if method in ("sentee", "tokee") else ()
         res = tiny_run(root, backbone, data_dir, "--method", method, *rule, task="conll2003",
                        train_samples=48, max_seq_length=40, eval_samples=40, time_samples=8)
         out[method] = res
@@ -71,6 +73,13 @@ def test_token_runs_score_entities_and_agree_with_real_inference(runs, method):
         assert p.main == pytest.approx(100 * f1_score(truth, tags, zero_division=0), abs=1e-9)
         timed = [t for t in p.timings if t.mode == "dynamic"]
         assert timed and all(t.raw_ms for t in timed)
+        assert [t.batch_size for t in p.timings if t.mode == "full"] == [1, 32]
+    # the full model at batch size 1 (8 samples, 8 raw times): each point's own timing, or one
+    # per trained model, shared by its points
+    full = {tuple(t.raw_ms) for p in run.points for t in p.timings
+            if t.mode == "full" and t.batch_size == 1}
+    measured = run.points if method in ("sentee", "tokee") else {p.variant for p in run.points}
+    assert len(full) == len(measured)
     if method != "static":  # the sweep spans exits: the loosest threshold exits at layer 1
         layers = [p.avg_exit_layer for p in run.points]
         assert max(layers) == 4 and min(layers) < 4

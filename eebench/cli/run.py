@@ -105,6 +105,10 @@ def run_command(
         show_default=False)] = None,
     no_timing: Annotated[bool, typer.Option("--no-timing", help="Skip wall-time measurement.")
                          ] = False,
+    paired_timing: Annotated[bool, typer.Option(
+        "--paired-timing", help="Time the full model beside each point, batch by batch, not "
+        "once per model: ratios that a change in the machine's load does not skew (a config's "
+        "[timing] baseline = \"paired\").")] = False,
     overwrite: Annotated[bool, typer.Option("--overwrite", help="Redo a finished run.")] = False,
     backend: Annotated[str, typer.Option(
         "--backend", help="Where the grid's cells run: local (this process, one after another), "
@@ -183,7 +187,8 @@ def run_command(
         "train": {"max_train_samples": max_train_samples, "epochs": epochs, "lr": lr,
                   "batch_size": batch_size, "group_by_length": group_by_length,
                   "precision": precision},
-        "timing": {"samples": time_samples, "enabled": False if no_timing else None},
+        "timing": {"samples": time_samples, "enabled": False if no_timing else None,
+                   "baseline": "paired" if paired_timing else None},
         "methods_settings": {m: settings for m in methods} if settings else None,
         "sweeps": {m: sweep_values for m in methods} if sweep_values else None,
         "rules": rule or None,

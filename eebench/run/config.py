@@ -18,6 +18,7 @@ A file can hold defaults for a single `eebench run` and, optionally, the grid of
 
     [timing]
     samples = 200
+    baseline = "paired"     # the full model timed beside each point, not once per model
 
     [methods_settings.pabee]
     regression_threshold = 0.1
@@ -45,9 +46,16 @@ from __future__ import annotations
 
 import sys
 from pathlib import Path
-from typing import TYPE_CHECKING, Annotated, Any, Literal
+from typing import TYPE_CHECKING, Annotated, Any, ClassVar, Literal
 
-from pydantic import AfterValidator, BaseModel, ConfigDict, Field, ValidationError
+from pydantic import (
+    AfterValidator,
+    BaseModel,
+    ConfigDict,
+    Field,
+    ValidationError,
+    model_serializer,
+)
 
 from eebench.errors import EebenchError, UsageError
 from eebench.io import read_text
@@ -92,6 +100,21 @@ class TimingConfig(BaseModel):
         default_factory=lambda: [1, 32])
     warmup: int = Field(5, ge=0)
     repeats: int = Field(1, ge=1)
+    # When the full model is timed: "once" per trained model, before its sweep (every point is
+    # set against that one measurement), or "paired", beside each point batch by batch (the full
+    # model on a batch, then the point on it), so that a change in the machine's load between
+    # points moves both sides of a ratio. Left out of config.json at "once": no run is renamed.
+    baseline: Literal["once", "paired"] = "once"
+
+    ADDED_LATER: ClassVar[dict[str, Any]] = {"baseline": "once"}
+
+    @model_serializer(mode="wrap")
+    def _leave_out_added_later(self, handler):
+        data = handler(self)
+        for name, default in self.ADDED_LATER.items():
+            if data.get(name) == default:
+                data.pop(name)
+        return data
 
 
 class TaskSettings(BaseModel):

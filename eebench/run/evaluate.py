@@ -74,7 +74,7 @@ def full_pass(cfg: RunConfig, spec: TaskSpec, ckpt_dirs: list[Path], eval_ex, op
                              convention=cfg.flops_convention)
     subset = _timing_subset(len(enc), cfg.timing.samples, seed=0)
     baseline = _real_inference(model, FixedRule(exit=False), enc, subset, cfg.timing, spec,
-                               full=True)[0] if cfg.timing.enabled else []
+                               full=True)[0] if _once(cfg.timing) else []
     facts = ModelFacts(spec.is_regression, model.num_labels, model.temperatures(),
                        model.signal_names, dict(model.method_settings))
     return FullPass(model, enc, out, table, params_per_exit(model), subset, baseline, facts)
@@ -212,6 +212,11 @@ def _quality(logits: np.ndarray, dec: Decisions, full_pred: np.ndarray | None, l
     return fields
 
 
+def _once(timing: TimingConfig) -> bool:
+    """Whether the full model is timed once for the whole sweep (else beside each point)."""
+    return timing.enabled and timing.baseline == "once"
+
+
 def _timing_subset(n: int, k: int, seed: int) -> np.ndarray:
     rng = np.random.default_rng(seed)
     return np.sort(rng.choice(n, size=min(k, n), replace=False))
@@ -226,19 +231,33 @@ def _batches(enc, subset: np.ndarray, bs: int) -> list[dict]:
 def _real_inference(model, rule: ExitRule, enc, subset: np.ndarray, timing: TimingConfig,
                     spec: TaskSpec, full: bool) -> tuple[list[Timing], list[Decisions]]:
     """Real inference over the subset at each timing batch size: wall time per batch (raw values
-    kept) and the decisions it took, in split positions (rows outside the subset stay 0)."""
+    kept) and the decisions it took, in split positions (rows outside the subset stay 0). With
+    `timing.baseline` "paired", a point's timings hold the full model's too, timed beside it."""
+    beside = None
+    if timing.enabled and timing.baseline == "paired" and not full:
+        no_exit = FixedRule(exit=False)
+
+        def beside(b: dict) -> None:
+            dynamic_batch(model, no_exit, b, spec.is_regression, full=True)
+
     return timed_inference(
         model, enc, subset, timing, full,
         warm=lambda b: dynamic_batch(model, rule, b, spec.is_regression, full=full),
         infer=lambda batches, timer: dynamic_inference(model, rule, batches, len(enc),
-                                                       spec.is_regression, full, timer=timer))
+                                                       spec.is_regression, full, timer=timer),
+        beside=beside)
 
 
 def timed_inference(model, enc, subset: np.ndarray, timing: TimingConfig, full: bool,
-                    warm: Callable[[dict], Any], infer: Callable[[list[dict], Any], Any]
+                    warm: Callable[[dict], Any], infer: Callable[[list[dict], Any], Any],
+                    beside: Callable[[dict], Any] | None = None,
                     ) -> tuple[list[Timing], list[Any]]:
     """At each timing batch size, `infer(batches, timer)` over the subset's batches (after
-    `warm` on the first few), timed batch by batch: the timings and what each `infer` gave."""
+    `warm` on the first few), timed batch by batch: the timings and what each `infer` gave.
+
+    With `beside` (the full model on one batch), the full model is timed on each batch just
+    before `infer` times it, so the two alternate batch by batch and share the machine's load;
+    its timings (mode "full") follow the others. Peak memory is then of the two together."""
     from eebench.measure.timing import (
         Stopwatch,
         device_description,
@@ -247,25 +266,41 @@ def timed_inference(model, enc, subset: np.ndarray, timing: TimingConfig, full: 
     )
 
     device = next(model.parameters()).device
-    timings, decisions = [], []
+    timings, decisions, paired = [], [], []
     repeats = timing.repeats if timing.enabled else 1
+
+    def record(watch: Stopwatch, bs: int, mode: str, peak: float | None) -> Timing:
+        total_s = sum(watch.raw_ms) / 1e3 / repeats
+        return Timing(
+            device=device_description(device), batch_size=bs, mode=mode,
+            latency_ms=watch.summary(), throughput=len(subset) / total_s if total_s > 0 else None,
+            peak_memory_mb=peak, raw_ms=[round(x, 4) for x in watch.raw_ms])
+
     for bs in timing.batch_sizes:
         batches = [{k: v.to(device) for k, v in b.items()} for b in _batches(enc, subset, bs)]
         for b in batches[: timing.warmup]:
+            if beside is not None:
+                beside(b)
             warm(b)
         reset_peak_memory(device)
-        watch = Stopwatch(device)
+        watch, full_watch = Stopwatch(device), Stopwatch(device)
         for _ in range(repeats):
-            dec = infer(batches, watch.time)
+            feed = batches if beside is None else _timed_beside(batches, beside, full_watch)
+            dec = infer(feed, watch.time)
         decisions.append(dec)
-        total_s = sum(watch.raw_ms) / 1e3 / repeats
-        timings.append(Timing(
-            device=device_description(device), batch_size=bs,
-            mode="full" if full else "dynamic", latency_ms=watch.summary(),
-            throughput=len(subset) / total_s if total_s > 0 else None,
-            peak_memory_mb=peak_memory_mb(device), raw_ms=[round(x, 4) for x in watch.raw_ms],
-        ))
-    return timings, decisions
+        peak = peak_memory_mb(device)
+        timings.append(record(watch, bs, "full" if full else "dynamic", peak))
+        if beside is not None:
+            paired.append(record(full_watch, bs, "full", peak))
+    return timings + paired, decisions
+
+
+def _timed_beside(batches: list[dict], beside: Callable[[dict], Any], watch) -> Any:
+    """The batches in order, each after `beside` has run on it under `watch`."""
+    for b in batches:
+        with watch.time():
+            beside(b)
+        yield b
 
 
 def _progress_task(opts, description: str, total: int) -> Any:

@@ -39,6 +39,7 @@ from eebench.run.evaluate import (
     FullPass,
     Measured,
     _advance,
+    _once,
     _progress_task,
     _timing_subset,
     rule_for,
@@ -71,7 +72,7 @@ def token_pass(cfg: RunConfig, spec: TaskSpec, ckpt_dirs: list[Path], eval_ex, o
                              convention=cfg.flops_convention)
     subset = _timing_subset(len(enc), cfg.timing.samples, seed=0)
     baseline = _real_tokens(model, SentenceEntropyRule(0.0), enc, subset, cfg,
-                            full=True)[0] if cfg.timing.enabled else []
+                            full=True)[0] if _once(cfg.timing) else []
     facts = ModelFacts(False, model.num_labels, None, model.signal_names,
                        dict(model.method_settings), num_exits=model.num_exits)
     return FullPass(model, enc, out, table, params_per_exit(model), subset, baseline, facts)
@@ -128,7 +129,24 @@ def _real_halting(model, rule, enc, subset: np.ndarray, cfg: RunConfig):
         return TokenRun(dec.exit_index.numpy(), [dec.prediction[i, :k].numpy()
                                                  for i, k in enumerate(enc.lengths)])
 
-    return timed_inference(model, enc, subset, cfg.timing, False, warm, infer)
+    return timed_inference(model, enc, subset, cfg.timing, False, warm, infer,
+                           _beside(model, enc, cfg))
+
+
+def _beside(model, enc, cfg: RunConfig):
+    """With `timing.baseline` "paired": the full model on one batch, timed beside each point."""
+    if not cfg.timing.enabled or cfg.timing.baseline != "paired":
+        return None
+    from eebench.rules.token_engine import dynamic_token_batch
+    from eebench.rules.tokens import SentenceEntropyRule
+
+    no_exit = SentenceEntropyRule(0.0)
+
+    def beside(batch: dict) -> None:
+        dynamic_token_batch(model, no_exit, batch, enc.counting_mask(
+            batch["index"].tolist(), batch["input_ids"].shape[1]), full=True)
+
+    return beside
 
 
 def _real_tokens(model, rule, enc, subset: np.ndarray, cfg: RunConfig, full: bool):
@@ -142,7 +160,8 @@ def _real_tokens(model, rule, enc, subset: np.ndarray, cfg: RunConfig, full: boo
         return dynamic_token_inference(model, rule, batches, enc.lengths, enc.word_ids, full,
                                        timer=timer)
 
-    return timed_inference(model, enc, subset, cfg.timing, full, warm, infer)
+    return timed_inference(model, enc, subset, cfg.timing, full, warm, infer,
+                           None if full else _beside(model, enc, cfg))
 
 
 def _word_exits(enc, token_exit: np.ndarray, exit_layer_of: np.ndarray) -> np.ndarray:

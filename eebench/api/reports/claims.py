@@ -21,7 +21,8 @@ from eebench.api.reports.published import Claim, load_published
 def _speedups(points, base, claim: Claim) -> dict[int, float]:
     """Each point's speed-up over the full model `base` (the same seed's static k = L), in the
     claim's terms; "time" compares each point's real dynamic inference at batch size 1 with the
-    full model timed in the same run."""
+    full model timed in the same run (the point's own full-model timing where the run paired
+    them, `[timing] baseline = "paired"`, else the one the run shares)."""
     if claim.terms == "layers":
         return {i: p.speedup for i, p in enumerate(points)}
     if claim.terms == "flops":
