@@ -218,7 +218,8 @@ BLOCKS = [
                          "setting": {"entropy": "entropy <", "normalized-entropy": "H/ln C <",
                                      "maxprob": "max p ≥", "calibrated-maxprob": "max p(z/T) ≥",
                                      "learned": "exit score <", "patience": "patience"},
-                         "schemes": [], "rules": []})] if _has_runs(MPNET) else []),
+                         "schemes": [], "rules": []})]
+      if _has_runs(f"{MPNET}/mpnet-base/static") else []),  # once a reference curve is in
     Block(name="pabee-ablation", kind="ablation", marker="pabee-ablation",
           runs={"variants": Runs(folder=f"{RESULTS}/pabee-ablation", methods=("pabee",)),
                 "baseline": MINILM.model_copy(update={"methods": ("pabee", "static")})},

@@ -169,3 +169,23 @@ def test_same_numbers_compares_structure_exactly():
     assert not same_numbers({"a": 1.0}, {"b": 1.0})
     assert not same_numbers({"a": True}, {"a": 1.0})
     assert not same_numbers({"a": "1.0"}, {"a": 1.0})
+
+
+def test_a_benchmark_page_without_static_runs_says_so_in_one_line(tmp_path, monkeypatch):
+    """The page scores every task against its static runs: with none in yet (a grid's first runs
+    are another method's), it names the block and what is missing, not the reference builder."""
+    from types import SimpleNamespace
+
+    import eebench.score as score
+    from eebench.api.reports import Runs
+
+    d = tmp_path / "runs" / "0"
+    d.mkdir(parents=True)
+    (d / "summary.json").write_text("{}")
+    deebert = SimpleNamespace(config=SimpleNamespace(method="deebert", task="elue-mrpc", seed=1))
+    monkeypatch.setattr(score, "load_run", lambda p: deebert)
+    (tmp_path / "bench.toml").write_text('tasks = ["elue-mrpc"]\n')
+    block = Block(name="page", kind="elue-benchmark", marker="page", doc="page.md",
+                  runs={"main": Runs(folder="runs")}, options={"config": "bench.toml"})
+    with pytest.raises(DataError, match="block page: no task has its static runs"):
+        KINDS["elue-benchmark"](block, Context(root=tmp_path))

@@ -10,6 +10,7 @@ from pathlib import Path
 
 from eebench.api.reports.core import Block, Context, kind, page
 from eebench.api.reports.fmt import in_order, markdown, pm, pm_over, signed
+from eebench.errors import DataError
 from eebench.methods.base import get_method
 from eebench.rules.catalog import get_rule
 from eebench.score import (
@@ -42,6 +43,9 @@ def benchmark_page(block: Block, ctx: Context) -> dict:
     runs = ctx.runs(block.runs["main"], required=True)
     # A task is reported once its static runs (the reference) are in.
     with_reference = {r.config.task for r in runs if r.config.method == "static"}
+    if not with_reference:
+        raise DataError(f"block {block.name}: no task has its static runs, the reference, yet",
+                        hint="declare the block once the first static run is in")
     rel = [r for r in runs if r.config.task in with_reference]
     reference = build_reference([r for r in rel if r.config.method == "static"],
                                 name=o["reference_name"])
