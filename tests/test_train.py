@@ -163,6 +163,24 @@ def test_deebert_stage_two_freezes_the_backbone_and_resumes_identically(deebert_
     assert stages == ["backbone", "backbone", "off-ramps", "off-ramps"]
 
 
+def test_the_dev_log_shows_only_exits_a_stage_has_trained(rte, tiny_model, tmp_path):
+    """DeeBERT's first stage trains the last exit alone: its off-ramps print as "-", not as the
+    random scores of untrained heads; the second stage prints every exit."""
+    from rich.console import Console
+
+    console = Console(record=True, width=200)
+    spec, tr, dev = rte
+    train(get_method("deebert"), spec, tiny_model, tr, dev, TrainConfig.parse(SMALL), tmp_path,
+          console=console)
+    lines = [line.split(": ", 1)[1].split() for line in console.export_text().splitlines()
+             if "per exit @" in line]
+    assert len(lines) == 4  # two dev evaluations per stage
+    for shown in lines[:2]:  # stage 'backbone': exits 1-2 untrained
+        assert shown[:2] == ["-", "-"] and float(shown[2]) >= 0
+    for shown in lines[2:]:  # stage 'off-ramps': every exit trained
+        assert all(value != "-" for value in shown) and len(shown) == 3
+
+
 def test_checkpoint_round_trip_gives_identical_logits(tiny_model, tmp_path, rte):
     from eebench.data.batching import collate, encode
     from eebench.models.backbones import load_tokenizer

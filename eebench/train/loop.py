@@ -234,7 +234,12 @@ class _Trainer:
             "exits": [{"exit": j, "layer": self.model.exit_layers[j], "main": m.get(main),
                        "metrics": m} for j, m in enumerate(metrics)],
         })
-        shown = " ".join(f"{m.get(main, float('nan')):.1f}" for m in metrics)
+        # An exit no stage has trained yet (DeeBERT's off-ramps while its backbone trains) shows
+        # as "-": its untrained head scores at random and is no result.
+        stages = self.method.stages()
+        trained = {j for s in stages[:self.state.stage + 1] for j in s.exit_indices(len(metrics))}
+        shown = " ".join(f"{m.get(main, float('nan')):.1f}" if j in trained else "-"
+                         for j, m in enumerate(metrics))
         self.log(f"  dev {main} per exit @ step {self.state.global_step}: {shown}")
 
     def run(self) -> None:
