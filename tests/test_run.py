@@ -440,6 +440,20 @@ def test_paired_timing_times_the_full_model_beside_each_point(tmp_path, backbone
         assert p.disagreements == p.disagreements_near_threshold
 
 
+def test_a_run_without_timing_is_the_same_run_whatever_its_timing_baseline():
+    """`--no-timing` times nothing, so "paired" changes nothing: the key (and config.json) is
+    that of the run without it, as for the test-split runs of a paired benchmark."""
+    def config(**timing) -> R.RunConfig:
+        return R.RunConfig(model="m", method="pabee", task="rte", split="test", seed=1,
+                           sweep=[1.0], max_seq_length=32, flops_convention="fvcore",
+                           timing=timing)
+
+    untimed = config(enabled=False)
+    assert config(enabled=False, baseline="paired").key() == untimed.key()
+    assert "baseline" not in untimed.model_dump(mode="json")["timing"]
+    assert config(baseline="paired").key() != config().key()  # timed: the baseline names it
+
+
 def test_paired_timing_alternates_the_full_model_and_the_point_batch_by_batch(monkeypatch):
     import torch
 

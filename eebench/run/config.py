@@ -103,7 +103,8 @@ class TimingConfig(BaseModel):
     # When the full model is timed: "once" per trained model, before its sweep (every point is
     # set against that one measurement), or "paired", beside each point batch by batch (the full
     # model on a batch, then the point on it), so that a change in the machine's load between
-    # points moves both sides of a ratio. Left out of config.json at "once": no run is renamed.
+    # points moves both sides of a ratio. Left out of config.json at "once" (no run is renamed)
+    # and when nothing is timed (a run without timing is the same run either way).
     baseline: Literal["once", "paired"] = "once"
 
     ADDED_LATER: ClassVar[dict[str, Any]] = {"baseline": "once"}
@@ -112,8 +113,8 @@ class TimingConfig(BaseModel):
     def _leave_out_added_later(self, handler):
         data = handler(self)
         for name, default in self.ADDED_LATER.items():
-            if data.get(name) == default:
-                data.pop(name)
+            if data.get(name) == default or not self.enabled:
+                data.pop(name, None)
         return data
 
 
