@@ -109,6 +109,16 @@ class TimingConfig(BaseModel):
 
     ADDED_LATER: ClassVar[dict[str, Any]] = {"baseline": "once"}
 
+    @property
+    def full_once(self) -> bool:
+        """Whether the full model is timed once, before the sweep."""
+        return self.enabled and self.baseline == "once"
+
+    @property
+    def full_beside(self) -> bool:
+        """Whether the full model is timed beside each point, batch by batch."""
+        return self.enabled and self.baseline == "paired"
+
     @model_serializer(mode="wrap")
     def _leave_out_added_later(self, handler):
         data = handler(self)

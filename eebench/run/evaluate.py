@@ -74,7 +74,7 @@ def full_pass(cfg: RunConfig, spec: TaskSpec, ckpt_dirs: list[Path], eval_ex, op
                              convention=cfg.flops_convention)
     subset = _timing_subset(len(enc), cfg.timing.samples, seed=0)
     baseline = _real_inference(model, FixedRule(exit=False), enc, subset, cfg.timing, spec,
-                               full=True)[0] if _once(cfg.timing) else []
+                               full=True)[0] if cfg.timing.full_once else []
     facts = ModelFacts(spec.is_regression, model.num_labels, model.temperatures(),
                        model.signal_names, dict(model.method_settings))
     return FullPass(model, enc, out, table, params_per_exit(model), subset, baseline, facts)
@@ -212,11 +212,6 @@ def _quality(logits: np.ndarray, dec: Decisions, full_pred: np.ndarray | None, l
     return fields
 
 
-def _once(timing: TimingConfig) -> bool:
-    """Whether the full model is timed once for the whole sweep (else beside each point)."""
-    return timing.enabled and timing.baseline == "once"
-
-
 def _timing_subset(n: int, k: int, seed: int) -> np.ndarray:
     rng = np.random.default_rng(seed)
     return np.sort(rng.choice(n, size=min(k, n), replace=False))
@@ -234,7 +229,7 @@ def _real_inference(model, rule: ExitRule, enc, subset: np.ndarray, timing: Timi
     kept) and the decisions it took, in split positions (rows outside the subset stay 0). With
     `timing.baseline` "paired", a point's timings hold the full model's too, timed beside it."""
     beside = None
-    if timing.enabled and timing.baseline == "paired" and not full:
+    if timing.full_beside and not full:
         no_exit = FixedRule(exit=False)
 
         def beside(b: dict) -> None:

@@ -39,7 +39,6 @@ from eebench.run.evaluate import (
     FullPass,
     Measured,
     _advance,
-    _once,
     _progress_task,
     _timing_subset,
     rule_for,
@@ -72,7 +71,7 @@ def token_pass(cfg: RunConfig, spec: TaskSpec, ckpt_dirs: list[Path], eval_ex, o
                              convention=cfg.flops_convention)
     subset = _timing_subset(len(enc), cfg.timing.samples, seed=0)
     baseline = _real_tokens(model, SentenceEntropyRule(0.0), enc, subset, cfg,
-                            full=True)[0] if _once(cfg.timing) else []
+                            full=True)[0] if cfg.timing.full_once else []
     facts = ModelFacts(False, model.num_labels, None, model.signal_names,
                        dict(model.method_settings), num_exits=model.num_exits)
     return FullPass(model, enc, out, table, params_per_exit(model), subset, baseline, facts)
@@ -135,7 +134,7 @@ def _real_halting(model, rule, enc, subset: np.ndarray, cfg: RunConfig):
 
 def _beside(model, enc, cfg: RunConfig):
     """With `timing.baseline` "paired": the full model on one batch, timed beside each point."""
-    if not cfg.timing.enabled or cfg.timing.baseline != "paired":
+    if not cfg.timing.full_beside:
         return None
     from eebench.rules.token_engine import dynamic_token_batch
     from eebench.rules.tokens import SentenceEntropyRule
