@@ -34,11 +34,14 @@ def test_shipped_submission_is_valid(path):
     jsonschema.validate(data, schema, cls=jsonschema.Draft202012Validator)
     verdict = validate_file(path)  # its ELUE scores recomputed against leaderboard/references
     assert verdict.ok, verdict.reason
-    reference = load_reference(REFERENCE)
-    assert data["elue"]["reference"] == reference.name
+    # each model's submissions against its own static runs' curve, shipped beside them
+    shipped = REFERENCE.parent / f"{data['elue']['reference']}.json"
+    reference = load_reference(shipped)
+    model = "-".join(path.stem.split("-")[:2])  # minilm-l6-pabee.json: minilm-l6
+    assert data["elue"]["reference"] == reference.name == f"{model}-static"
     assert set(data["elue"]["tasks"]) == set(data["tasks"]) <= set(reference.tasks)
     # pinned to the shipped reference's bytes: a reference rewritten in place refuses them all
-    assert data["elue"]["reference_sha256"] == hashlib.sha256(REFERENCE.read_bytes()).hexdigest()
+    assert data["elue"]["reference_sha256"] == hashlib.sha256(shipped.read_bytes()).hexdigest()
 
 
 def _finished(method: str) -> list[Path]:
@@ -98,15 +101,21 @@ def test_report_check_passes_on_the_shipped_documents(data_dir):
     assert "up to date" in out.stderr
 
 
-def test_the_12_layer_page_builds_from_a_12_layer_run_set(tmp_path):
+@pytest.mark.parametrize("seeds", [[1], [1, 2]], ids=["whole", "seed 2 to come"])
+def test_the_12_layer_page_builds_from_a_12_layer_run_set(tmp_path, seeds):
     """The 12-layer benchmark's page (declared in benchmarks/reports.py once its first run is
     in) builds from a run set of the same shape: here the 12-layer slice's runs, writing its
-    reference, figures and submissions into a scratch folder."""
+    reference, figures and submissions into a scratch folder. Submissions pin the reference by
+    sha256, so while a static run of the config is still to come (a second seed here) neither
+    is written: the page scores against the curve so far and says so."""
     sys.path.insert(0, str(ROOT / "benchmarks"))
     import reports
 
     from eebench.api.reports import Block, Context, Runs, build
 
+    config = tmp_path / "bench.toml"
+    config.write_text((ROOT / "benchmarks" / "elue-mpnet.toml").read_text().replace(
+        "seeds = [1]", f"seeds = {seeds}"))
     block = Block(
         name="elue-mpnet", kind="elue-benchmark", marker="elue-mpnet",
         runs={"main": Runs(folder="benchmarks/results/elue-mpnet"),
@@ -114,7 +123,7 @@ def test_the_12_layer_page_builds_from_a_12_layer_run_set(tmp_path):
               "test": Runs(folder="benchmarks/results/elue-mpnet-test")},
         text={"body": reports.MPNET_PAGE, "task": reports.MPNET_TASK, "rules": "{table}",
               "no_rules": ""},
-        options={"config": "benchmarks/elue-mpnet.toml", "reference": str(tmp_path / "ref.json"),
+        options={"config": str(config), "reference": str(tmp_path / "ref.json"),
                  "reference_name": "mpnet-base-static", "figures": str(tmp_path / "figures"),
                  "submissions": str(tmp_path / "subs"),
                  "submission_file": "mpnet-base-{method}.json",
@@ -125,9 +134,18 @@ def test_the_12_layer_page_builds_from_a_12_layer_run_set(tmp_path):
                  "setting": {"entropy": "entropy <", "patience": "patience"},
                  "schemes": [], "rules": []})
     text = build(block, Context(root=ROOT, figures=False))
-    assert "from **6 of 6 runs**" in text  # static, DeeBERT, PABEE on two tasks, one seed
+    # static, DeeBERT, PABEE on two tasks: one seed, or the first of two
+    assert f"from **6 of {6 * len(seeds)} runs**" in text
     assert "### SST-2 (ELUE) (dev, accuracy" in text and "### SciTail (dev" in text
     assert "figures/results-mpnet/elue-sst2-pareto.png" in text
-    assert (tmp_path / "ref.json").is_file()
-    assert sorted(p.name for p in (tmp_path / "subs").glob("*.json")) == [
-        "mpnet-base-deebert.json", "mpnet-base-pabee.json", "mpnet-base-static.json"]
+    assert "ELUE score (mean of *vs reference* over a method's points): static **+0.00**" in text
+    shipped = sorted(p.name for p in (tmp_path / "subs").glob("*.json"))
+    if len(seeds) == 1:
+        assert (tmp_path / "ref.json").is_file() and "written once all are in" not in text
+        assert shipped == [
+            "mpnet-base-deebert.json", "mpnet-base-pabee.json", "mpnet-base-static.json"]
+    else:
+        assert not (tmp_path / "ref.json").exists() and shipped == []
+        assert ("scored against the reference curve so far, from 2 of the 4 static runs; "
+                f"`{tmp_path / 'ref.json'}` and the submissions are written once all are in"
+                in text)

@@ -51,7 +51,14 @@ def benchmark_page(block: Block, ctx: Context) -> dict:
                                 name=o["reference_name"])
     for record in reference.provenance.runs:  # paths relative to the repository root
         record.path = str(Path(record.path).resolve().relative_to(ctx.root.resolve()))
-    reference = _keep_if_unchanged(reference, ctx, o["reference"])
+    # Submissions pin the reference by sha256, so it ships once, whole: until every static run
+    # of the config is in, the page scores against the curve so far and writes no reference
+    # or submission.
+    static_due = len(cfg["tasks"]) * len(cfg["seeds"]) if "static" in cfg["methods"] else 0
+    static_in = sum(r.config.method == "static" for r in runs)
+    whole = static_in >= static_due
+    if whole:
+        reference = _keep_if_unchanged(reference, ctx, o["reference"])
 
     order = [*o["classic"], *o["field"]]
     key = lambda label: in_order(label, order)  # noqa: E731
@@ -70,11 +77,16 @@ def benchmark_page(block: Block, ctx: Context) -> dict:
                               frame[frame.task == t], ensembles[ensembles.task == t], key)
                 for t in tasks]
     if ctx.write:
-        _write_artifacts(block, ctx, rel, reference, methods)
+        _write_artifacts(block, ctx, rel, reference, methods, ship=whole)
+    held = [f"{', '.join(waiting)}: finished runs held back until the task's static runs, its "
+            "reference, are in"] if waiting else []
+    if not whole:
+        held.append(f"scored against the reference curve so far, from {static_in} of the "
+                    f"{static_due} static runs; `{o['reference']}` and the submissions are "
+                    "written once all are in")
     return {
         "n_runs": len(rel), "n_jobs": _expected_jobs(cfg, o),
-        "pending": (f" ({', '.join(waiting)}: finished runs held back until the task's static "
-                    "runs, its reference, are in)") if waiting else "",
+        "pending": f" ({'; '.join(held)})" if held else "",
         "hardware": "; ".join(sorted({f"{e.get('cpu') or 'CPU'} ({e.get('cpu_cores')} cores)"
                                       + (f", GPU {e['gpu']}" if e.get("gpu") else "")
                                       for e in envs})),
@@ -109,8 +121,8 @@ def _keep_if_unchanged(reference, ctx: Context, where: str):
     return reference
 
 
-def _write_artifacts(block: Block, ctx: Context, runs, reference, methods) -> None:
-    """The Pareto figures and one submission per method."""
+def _write_artifacts(block: Block, ctx: Context, runs, reference, methods, ship: bool) -> None:
+    """The Pareto figures and, once the reference ships (`ship`), one submission per method."""
     from eebench.api.reports.files import write_submission_if_changed
 
     o = block.options
@@ -119,6 +131,8 @@ def _write_artifacts(block: Block, ctx: Context, runs, reference, methods) -> No
 
         planned = [f for f in plan_figures(runs, reference) if f.kind == "pareto"]
         write_figures(planned, ctx.path(o["figures"]), "png")
+    if not ship:
+        return
     written = 0
     for m in methods:
         sub = build_submission([r.path for r in runs if r.config.label == m],
