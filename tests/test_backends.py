@@ -314,6 +314,31 @@ def test_dry_run_lists_cells_with_status_and_cost(tmp_path, backbone, data_dir):
     assert rows[1]["error"] == "RuntimeError: out of memory"
 
 
+def test_a_cell_without_a_sibling_is_estimated_from_the_same_method_on_another_task():
+    """A finished cell's time, scaled by training steps, estimates the same model and method on
+    another task (the nearest in steps); another method or model, or a cell whose steps are
+    unknown, gets none."""
+    from eebench.run.backends.plan import PlannedCell, _scale_estimates
+
+    def row(method, task, key, status, steps, seconds=None):
+        return PlannedCell(method, task, 1, key, status, steps, seconds,
+                           key if seconds is not None else None)
+
+    rows = [row("pabee", "rte", "a", "done", 100, 600.0),
+            row("pabee", "mrpc", "b", "done", 1000, 2000.0),
+            row("pabee", "sst2", "c", "todo", 300),  # nearer 100 than 1000 steps: from a
+            row("pabee", "cola", "d", "todo", 2000),  # from b
+            row("deebert", "sst2", "e", "todo", 300),  # no finished DeeBERT cell
+            row("pabee", "qnli", "f", "todo", None),  # steps unknown
+            row("pabee", "stsb", "g", "todo", 300)]  # another model (below)
+    _scale_estimates(rows, ["m"] * 6 + ["other"])
+    got = {r.key: (r.estimate_seconds, r.estimate_from, r.estimate_scaled) for r in rows}
+    assert got["c"] == (pytest.approx(1800.0), "a", True)
+    assert got["d"] == (pytest.approx(4000.0), "b", True)
+    assert got["a"] == (600.0, "a", False)
+    assert got["e"] == got["f"] == got["g"] == (None, None, False)
+
+
 @pytest.mark.slow
 def test_one_grid_gives_the_same_predictions_on_every_backend(
         tmp_path, backbone, data_dir, ray_cluster, slurm_cluster, monkeypatch):

@@ -114,14 +114,20 @@ def _plan_table(rows: list[PlannedCell], backend: str) -> None:
     for r in rows:
         estimate = "-"
         if r.estimate_seconds is not None:
-            mark = "" if r.estimate_from == r.key else f" (like {r.estimate_from})"
+            mark = "" if r.estimate_from == r.key else f" (like {r.estimate_from}" + (
+                ", scaled by steps)" if r.estimate_scaled else ")")
             estimate = f"~{r.estimate_seconds:.0f} s{mark}"
         t.add_row(r.method, r.task, str(r.seed), r.key, f"[{STYLE[r.status]}]{r.status}[/]",
                   "?" if r.train_steps is None else f"{r.train_steps:,}", estimate)
     err_console.print(t)
     todo = [r for r in rows if r.status in ("todo", "failed")]
     steps = sum(r.train_steps or 0 for r in todo)
-    err_console.print(f"to run: {len(todo)} cell(s), {steps:,} training steps"
+    known = [r.estimate_seconds for r in todo if r.estimate_seconds is not None]
+    cost = ""
+    if known:  # run one after another; N workers take about 1/N of it
+        cost = f", about {sum(known) / 3600:.1f} h of runs by the estimates" + (
+            f" ({len(todo) - len(known)} cell(s) without one)" if len(known) < len(todo) else "")
+    err_console.print(f"to run: {len(todo)} cell(s), {steps:,} training steps{cost}"
                       + (" (failed cells only with --rerun-failed)"
                          if any(r.status == "failed" for r in todo) else ""))
 

@@ -4,7 +4,10 @@ The cost is what can be known before running, and no more: the optimizer steps e
 cell would take (`ceil(samples / batch) x epochs`, summed over the method's stages and the models
 it trains; a finished checkpoint would be reused and cost nothing, which is not checked here), and,
 where a run of the same model, method and task has finished under the same `--out`, its recorded
-wall time as a rough estimate.
+wall time as a rough estimate; else a finished cell of the grid with the same model and method on
+another task, its time scaled by the ratio of training steps (evaluation, which scales with the
+dev split instead, makes this rougher still). A run resumed from checkpoints trained earlier
+records less wall time than its training took: its cost is the larger of the two.
 """
 
 from __future__ import annotations
@@ -35,6 +38,8 @@ class PlannedCell:
     estimate_from: str | None  # the key of that run
     error: str | None = None
     run_dir: str = ""
+    # the estimate is another task's run scaled by training steps (`estimate_from` names it)
+    estimate_scaled: bool = False
 
     def as_dict(self) -> dict[str, Any]:
         return asdict(self)
@@ -58,7 +63,23 @@ def plan(cells: list[Cell], out: Path, data_dir: Path | None,
         rows.append(PlannedCell(
             cell.label, rc.task, rc.seed, cell.key, state, train_steps(cell, data_dir), seconds,
             source, error, str(cell_dir(cell, out))))
+    _scale_estimates(rows, [cell.config.model for cell in cells])
     return rows
+
+
+def _scale_estimates(rows: list[PlannedCell], models: list[str]) -> None:
+    """A cell without an estimate takes that of a finished cell of the same model and method on
+    another task (the nearest in training steps), scaled by the ratio of their steps."""
+    done = [(m, r) for m, r in zip(models, rows) if r.status == "done" and r.train_steps
+            and r.estimate_seconds is not None and r.estimate_from == r.key]
+    for model, row in zip(models, rows):
+        if row.estimate_seconds is not None or not row.train_steps:
+            continue
+        like = [r for m, r in done if m == model and r.method == row.method]
+        if like:
+            near = min(like, key=lambda r: abs(math.log(row.train_steps / r.train_steps)))
+            row.estimate_seconds = near.estimate_seconds * row.train_steps / near.train_steps
+            row.estimate_from, row.estimate_scaled = near.key, True
 
 
 def train_steps(cell: Cell, data_dir: Path | None) -> int | None:
@@ -118,5 +139,8 @@ def _estimate(cell: Cell, out: Path) -> tuple[float | None, str | None]:
             continue
         seconds = data.get("wall_seconds") if isinstance(data, dict) else None
         if isinstance(seconds, (int, float)):
+            trained = data.get("train_seconds")  # a resumed run's training took longer
+            if isinstance(trained, (int, float)):
+                seconds = max(seconds, trained)
             return float(seconds), run_dir.name
     return None, None
