@@ -123,8 +123,10 @@ class TimingConfig(BaseModel):
     def _leave_out_added_later(self, handler):
         data = handler(self)
         for name, default in self.ADDED_LATER.items():
-            if data.get(name) == default or not self.enabled:
-                data.pop(name, None)
+            if data.get(name) == default:
+                data.pop(name)
+        if not self.enabled:  # nothing timed: when the full model would be timed names nothing
+            data.pop("baseline", None)
         return data
 
 
