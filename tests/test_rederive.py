@@ -165,16 +165,23 @@ def test_every_committed_benchmark_folder_is_checked_and_its_first_run_re_derive
 
 
 def test_committed_calibrated_runs_record_their_temperatures_and_where_they_came_from():
-    """The calibrated max-prob runs were written before runs recorded temperatures; theirs were
-    recovered from the runs' own files (benchmarks/recover_temperatures.py) and say so."""
+    """Every calibrated max-prob run records a temperature per exit. The nine written before runs
+    recorded them had theirs recovered from the runs' own files (benchmarks/recover_temperatures.py)
+    and say so; later runs record the ones they calibrated and name no source."""
     calibrated = [d for d in COMMITTED if R.read_run(d).summary.rule.name == "calibrated-maxprob"]
-    assert len(calibrated) == 9
+    recovered = []
     for run_dir in calibrated:
         [variant] = R.read_run(run_dir).summary.variants
         assert len(variant.temperatures) == len(variant.exit_layers)
-        assert "recover_temperatures.py" in variant.temperatures_source
+        if variant.temperatures_source is not None:
+            assert "recover_temperatures.py" in variant.temperatures_source
+            recovered.append(run_dir)
         R.verify_run(run_dir)  # the files its summary vouches for are unchanged
-    _rederives(calibrated[0])
+    assert len(recovered) == 9
+    assert all(d.is_relative_to(ROOT / "benchmarks/results/elue-minilm") for d in recovered)
+    _rederives(recovered[0])
+    if len(calibrated) > len(recovered):
+        _rederives(next(d for d in calibrated if d not in recovered))
 
 
 @pytest.mark.slow
@@ -206,17 +213,26 @@ def test_shipped_submissions_are_what_the_committed_runs_score(data_dir):
     sys.path.insert(0, str(ROOT / "benchmarks"))
     from reports import BLOCKS
 
-    [block] = [b for b in BLOCKS if b.options.get("submissions")]
-    o = block.options
-    runs = [R.read_run(d) for d in COMMITTED if d.is_relative_to(ROOT / block.runs["main"].folder)]
-    shipped = sorted((ROOT / o["submissions"]).glob("*.json"))
-    assert len(shipped) == 10
-    for path in shipped:
-        [method] = [r.config.label for r in runs
-                    if path.name == o["submission_file"].format(method=r.config.label)][:1]
-        built = build_submission([r.path for r in runs if r.config.label == method],
-                                 data_dir=data_dir, reference=ROOT / o["reference"],
-                                 name=o["submission_name"].format(method=method))
-        new, old = json.loads(built.model_dump_json()), json.loads(path.read_text())
-        assert same_numbers({k: v for k, v in old.items() if k not in MAKING},
-                            {k: v for k, v in new.items() if k not in MAKING}), path.name
+    blocks = [b for b in BLOCKS if b.options.get("submissions")]
+    assert blocks[0].name == "elue-minilm"
+    checked = 0
+    for block in blocks:
+        o = block.options
+        runs = [R.read_run(d) for d in COMMITTED
+                if d.is_relative_to(ROOT / block.runs["main"].folder)]
+        shipped = sorted((ROOT / o["submissions"]).glob(o["submission_file"].format(method="*")))
+        if not (ROOT / o["reference"]).exists():  # written once the block's static runs are whole
+            assert not shipped, block.name
+            continue
+        labels = {r.config.label for r in runs}
+        assert {p.name for p in shipped} == {o["submission_file"].format(method=m) for m in labels}
+        for path in shipped:
+            [method] = [m for m in labels if path.name == o["submission_file"].format(method=m)]
+            built = build_submission([r.path for r in runs if r.config.label == method],
+                                     data_dir=data_dir, reference=ROOT / o["reference"],
+                                     name=o["submission_name"].format(method=method))
+            new, old = json.loads(built.model_dump_json()), json.loads(path.read_text())
+            assert same_numbers({k: v for k, v in old.items() if k not in MAKING},
+                                {k: v for k, v in new.items() if k not in MAKING}), path.name
+            checked += 1
+    assert checked >= 10
