@@ -339,6 +339,21 @@ def test_a_cell_without_a_sibling_is_estimated_from_the_same_method_on_another_t
     assert got["e"] == got["f"] == got["g"] == (None, None, False)
 
 
+def test_a_scaled_estimate_scales_training_by_steps_and_the_rest_by_evaluated_samples():
+    """Where the finished cell recorded its training time and both evaluated splits' sizes are
+    known, evaluation and timing scale with the evaluated samples, training with the steps."""
+    from eebench.run.backends.plan import PlannedCell, _scale_estimates
+
+    done = PlannedCell("pabee", "mrpc", 1, "a", "done", 100, 1000.0, "a", eval_samples=400,
+                       estimate_train_seconds=600.0)
+    todo = PlannedCell("pabee", "sst2", 1, "b", "todo", 300, None, None, eval_samples=800)
+    unknown = PlannedCell("pabee", "stsb", 1, "c", "todo", 300, None, None)  # size unknown
+    _scale_estimates([done, todo, unknown], ["m"] * 3)
+    assert todo.estimate_seconds == pytest.approx(600 * 3 + 400 * 2)
+    assert todo.estimate_train_seconds == pytest.approx(1800.0)
+    assert unknown.estimate_seconds == pytest.approx(3000.0)  # all of it by steps
+
+
 @pytest.mark.slow
 def test_one_grid_gives_the_same_predictions_on_every_backend(
         tmp_path, backbone, data_dir, ray_cluster, slurm_cluster, monkeypatch):

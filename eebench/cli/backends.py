@@ -115,7 +115,7 @@ def _plan_table(rows: list[PlannedCell], backend: str) -> None:
         estimate = "-"
         if r.estimate_seconds is not None:
             mark = "" if r.estimate_from == r.key else f" (like {r.estimate_from}" + (
-                ", scaled by steps)" if r.estimate_scaled else ")")
+                ", scaled)" if r.estimate_scaled else ")")
             estimate = f"~{r.estimate_seconds:.0f} s{mark}"
         t.add_row(r.method, r.task, str(r.seed), r.key, f"[{STYLE[r.status]}]{r.status}[/]",
                   "?" if r.train_steps is None else f"{r.train_steps:,}", estimate)

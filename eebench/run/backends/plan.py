@@ -5,9 +5,10 @@ cell would take (`ceil(samples / batch) x epochs`, summed over the method's stag
 it trains; a finished checkpoint would be reused and cost nothing, which is not checked here), and,
 where a run of the same model, method and task has finished under the same `--out`, its recorded
 wall time as a rough estimate; else a finished cell of the grid with the same model and method on
-another task, its time scaled by the ratio of training steps (evaluation, which scales with the
-dev split instead, makes this rougher still). A run resumed from checkpoints trained earlier
-records less wall time than its training took: its cost is the larger of the two.
+another task, its training time scaled by the ratio of training steps and the rest of its wall
+time (evaluation, timing) by the ratio of evaluated samples. A run resumed from checkpoints
+trained earlier records less wall time than its training took: its cost is the larger of the two,
+and it is scaled by steps alone.
 """
 
 from __future__ import annotations
@@ -40,6 +41,9 @@ class PlannedCell:
     run_dir: str = ""
     # the estimate is another task's run scaled by training steps (`estimate_from` names it)
     estimate_scaled: bool = False
+    eval_samples: int | None = None  # rows of the evaluated split (None: unknown offline)
+    # of `estimate_seconds`, the part spent training (None: unknown, or the run was resumed)
+    estimate_train_seconds: float | None = None
 
     def as_dict(self) -> dict[str, Any]:
         return asdict(self)
@@ -58,18 +62,21 @@ def plan(cells: list[Cell], out: Path, data_dir: Path | None,
             state = "submitted"
         if state == "failed":
             error = str((read_error(cell, out) or {}).get("error"))
-        seconds, source = _estimate(cell, out)
+        seconds, trained, source = _estimate(cell, out)
         rc = cell.config
         rows.append(PlannedCell(
             cell.label, rc.task, rc.seed, cell.key, state, train_steps(cell, data_dir), seconds,
-            source, error, str(cell_dir(cell, out))))
+            source, error, str(cell_dir(cell, out)), eval_samples=eval_samples(cell, data_dir),
+            estimate_train_seconds=trained))
     _scale_estimates(rows, [cell.config.model for cell in cells])
     return rows
 
 
 def _scale_estimates(rows: list[PlannedCell], models: list[str]) -> None:
     """A cell without an estimate takes that of a finished cell of the same model and method on
-    another task (the nearest in training steps), scaled by the ratio of their steps."""
+    another task (the nearest in training steps): its training time scaled by the ratio of their
+    steps, the rest by the ratio of their evaluated samples (all of it by steps where either
+    part or size is unknown)."""
     done = [(m, r) for m, r in zip(models, rows) if r.status == "done" and r.train_steps
             and r.estimate_seconds is not None and r.estimate_from == r.key]
     for model, row in zip(models, rows):
@@ -78,7 +85,15 @@ def _scale_estimates(rows: list[PlannedCell], models: list[str]) -> None:
         like = [r for m, r in done if m == model and r.method == row.method]
         if like:
             near = min(like, key=lambda r: abs(math.log(row.train_steps / r.train_steps)))
-            row.estimate_seconds = near.estimate_seconds * row.train_steps / near.train_steps
+            by_steps = row.train_steps / near.train_steps
+            trained = near.estimate_train_seconds
+            if trained is not None and row.eval_samples and near.eval_samples:
+                rest = near.estimate_seconds - trained
+                row.estimate_seconds = (trained * by_steps
+                                        + rest * row.eval_samples / near.eval_samples)
+                row.estimate_train_seconds = trained * by_steps
+            else:
+                row.estimate_seconds = near.estimate_seconds * by_steps
             row.estimate_from, row.estimate_scaled = near.key, True
 
 
@@ -109,23 +124,37 @@ def train_steps(cell: Cell, data_dir: Path | None) -> int | None:
     return steps
 
 
-@cache
+def eval_samples(cell: Cell, data_dir: Path | None) -> int | None:
+    """Rows the cell evaluates: the split of its evaluated task, capped by `max_eval_samples`."""
+    rc = cell.config
+    size = _split_size(rc.task, rc.split, str(data_dir) if data_dir else None)
+    if size is None or rc.max_eval_samples is None:
+        return size
+    return min(size, rc.max_eval_samples)
+
+
 def _train_size(task: str, data_dir: str | None) -> int | None:
-    """Rows of the task's training split from a local TSV directory (None from the hub: a dry run
+    return _split_size(task, "train", data_dir)
+
+
+@cache
+def _split_size(task: str, split: str, data_dir: str | None) -> int | None:
+    """Rows of a split of the task from a local TSV directory (None from the hub: a dry run
     downloads nothing)."""
     if data_dir is None:
         return None
     from eebench.tasks.loaders import load_split
 
     try:
-        return len(load_split(task, "train", Path(data_dir)))
+        return len(load_split(task, split, Path(data_dir)))
     except EebenchError:  # a dry run reports what it cannot know; the real run says why
         return None
 
 
-def _estimate(cell: Cell, out: Path) -> tuple[float | None, str | None]:
+def _estimate(cell: Cell, out: Path) -> tuple[float | None, float | None, str | None]:
     """The cell's own recorded wall time when it is done, else the latest finished sibling's
-    (same model, method and task, another seed or setting)."""
+    (same model, method and task, another seed or setting), with the part of it spent training
+    (None where unknown or where the run was resumed from earlier checkpoints)."""
     here = cell_dir(cell, out)
     candidates = [here] + sorted((p for p in here.parent.glob("*") if p != here),
                                  key=lambda p: p.stat().st_mtime, reverse=True)
@@ -140,7 +169,9 @@ def _estimate(cell: Cell, out: Path) -> tuple[float | None, str | None]:
         seconds = data.get("wall_seconds") if isinstance(data, dict) else None
         if isinstance(seconds, (int, float)):
             trained = data.get("train_seconds")  # a resumed run's training took longer
-            if isinstance(trained, (int, float)):
-                seconds = max(seconds, trained)
-            return float(seconds), run_dir.name
-    return None, None
+            if not isinstance(trained, (int, float)):
+                return float(seconds), None, run_dir.name
+            if trained > seconds:
+                return float(trained), None, run_dir.name
+            return float(seconds), float(trained), run_dir.name
+    return None, None, None
