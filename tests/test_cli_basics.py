@@ -66,6 +66,15 @@ def test_help_lists_the_data_commands():
     assert "check" in sub.stdout and "show" in sub.stdout
 
 
+def test_the_command_listing_gives_each_command_its_first_paragraph_reflowed():
+    """A docstring's line breaks are not the listing's: `methods`' first paragraph spans two
+    source lines and reads as one sentence in `eebench --help`."""
+    result = runner.invoke(app, ["--help"], terminal_width=200, env={"COLUMNS": "200"})
+    assert result.exit_code == 0
+    [line] = [x for x in result.stdout.splitlines() if "│ methods " in x]
+    assert "(texts, tokens: sequence labelling, with the rule there)" in line
+
+
 def test_unknown_command_and_option_exit_2():
     assert runner.invoke(app, ["nonsense"]).exit_code == 2
     assert runner.invoke(app, ["tasks", "--nonsense"]).exit_code == 2

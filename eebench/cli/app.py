@@ -14,6 +14,7 @@ EEBENCH_DEBUG=1 prints the traceback of expected failures too, before their line
 
 from __future__ import annotations
 
+import inspect
 import os
 import sys
 import traceback
@@ -75,6 +76,15 @@ class _Group(TyperGroup):
             raise  # `eebench` alone prints the help
         except ClickUsageError as e:  # a bad option of the root command itself
             raise _fail(e, parent) from None
+
+    def format_help(self, ctx, formatter):  # noqa: D401 - click hook
+        # a command's line in the listing: the first paragraph of its help as one line (the rich
+        # markup mode would keep the docstring's line breaks there)
+        for command in self.commands.values():
+            if command.short_help is None and command.help:
+                first = inspect.cleandoc(command.help).split("\n\n")[0]
+                command.short_help = " ".join(first.split())
+        return super().format_help(ctx, formatter)
 
     def invoke(self, ctx):  # noqa: D401 - click hook
         try:
