@@ -339,19 +339,18 @@ def test_a_cell_without_a_sibling_is_estimated_from_the_same_method_on_another_t
     assert got["e"] == got["f"] == got["g"] == (None, None, False)
 
 
-def test_a_scaled_estimate_scales_training_by_steps_and_the_rest_by_evaluated_samples():
-    """Where the finished cell recorded its training time and both evaluated splits' sizes are
-    known, evaluation and timing scale with the evaluated samples, training with the steps."""
+def test_a_scaled_estimate_scales_training_by_steps_and_carries_the_rest_over():
+    """Where the finished cell recorded its training time, only that part scales with the steps:
+    the rest (the sweep's real inference and timing on a fixed-size subset) is carried over."""
     from eebench.run.backends.plan import PlannedCell, _scale_estimates
 
-    done = PlannedCell("pabee", "mrpc", 1, "a", "done", 100, 1000.0, "a", eval_samples=400,
+    done = PlannedCell("pabee", "mrpc", 1, "a", "done", 100, 1000.0, "a",
                        estimate_train_seconds=600.0)
-    todo = PlannedCell("pabee", "sst2", 1, "b", "todo", 300, None, None, eval_samples=800)
-    unknown = PlannedCell("pabee", "stsb", 1, "c", "todo", 300, None, None)  # size unknown
-    _scale_estimates([done, todo, unknown], ["m"] * 3)
-    assert todo.estimate_seconds == pytest.approx(600 * 3 + 400 * 2)
+    todo = PlannedCell("pabee", "sst2", 1, "b", "todo", 300, None, None)
+    _scale_estimates([done, todo], ["m"] * 2)
+    assert todo.estimate_seconds == pytest.approx(600 * 3 + 400)
     assert todo.estimate_train_seconds == pytest.approx(1800.0)
-    assert unknown.estimate_seconds == pytest.approx(3000.0)  # all of it by steps
+    assert (todo.estimate_from, todo.estimate_scaled) == ("a", True)
 
 
 @pytest.mark.slow

@@ -6,9 +6,11 @@ it trains; a finished checkpoint would be reused and cost nothing, which is not 
 where a run of the same model, method and task has finished under the same `--out`, its recorded
 wall time as a rough estimate; else a finished cell of the grid with the same model and method on
 another task, its training time scaled by the ratio of training steps and the rest of its wall
-time (evaluation, timing) by the ratio of evaluated samples. A run resumed from checkpoints
-trained earlier records less wall time than its training took: its cost is the larger of the two,
-and it is scaled by steps alone.
+time carried over as it is: that rest is mostly the sweep's real inference and timing, on a
+subset of fixed size (`[timing] samples`) for each point of the same sweep, whatever the task;
+the one full pass over the evaluated split, which does grow with it, is a small part. A run
+resumed from checkpoints trained earlier records less wall time than its training took: its cost
+is the larger of the two, all of it scaled by steps.
 """
 
 from __future__ import annotations
@@ -41,7 +43,6 @@ class PlannedCell:
     run_dir: str = ""
     # the estimate is another task's run scaled by training steps (`estimate_from` names it)
     estimate_scaled: bool = False
-    eval_samples: int | None = None  # rows of the evaluated split (None: unknown offline)
     # of `estimate_seconds`, the part spent training (None: unknown, or the run was resumed)
     estimate_train_seconds: float | None = None
 
@@ -66,8 +67,7 @@ def plan(cells: list[Cell], out: Path, data_dir: Path | None,
         rc = cell.config
         rows.append(PlannedCell(
             cell.label, rc.task, rc.seed, cell.key, state, train_steps(cell, data_dir), seconds,
-            source, error, str(cell_dir(cell, out)), eval_samples=eval_samples(cell, data_dir),
-            estimate_train_seconds=trained))
+            source, error, str(cell_dir(cell, out)), estimate_train_seconds=trained))
     _scale_estimates(rows, [cell.config.model for cell in cells])
     return rows
 
@@ -75,8 +75,7 @@ def plan(cells: list[Cell], out: Path, data_dir: Path | None,
 def _scale_estimates(rows: list[PlannedCell], models: list[str]) -> None:
     """A cell without an estimate takes that of a finished cell of the same model and method on
     another task (the nearest in training steps): its training time scaled by the ratio of their
-    steps, the rest by the ratio of their evaluated samples (all of it by steps where either
-    part or size is unknown)."""
+    steps and the rest as it is (all of it scaled by steps where its training time is unknown)."""
     done = [(m, r) for m, r in zip(models, rows) if r.status == "done" and r.train_steps
             and r.estimate_seconds is not None and r.estimate_from == r.key]
     for model, row in zip(models, rows):
@@ -87,11 +86,9 @@ def _scale_estimates(rows: list[PlannedCell], models: list[str]) -> None:
             near = min(like, key=lambda r: abs(math.log(row.train_steps / r.train_steps)))
             by_steps = row.train_steps / near.train_steps
             trained = near.estimate_train_seconds
-            if trained is not None and row.eval_samples and near.eval_samples:
-                rest = near.estimate_seconds - trained
-                row.estimate_seconds = (trained * by_steps
-                                        + rest * row.eval_samples / near.eval_samples)
+            if trained is not None:
                 row.estimate_train_seconds = trained * by_steps
+                row.estimate_seconds = near.estimate_seconds - trained + trained * by_steps
             else:
                 row.estimate_seconds = near.estimate_seconds * by_steps
             row.estimate_from, row.estimate_scaled = near.key, True
@@ -124,29 +121,16 @@ def train_steps(cell: Cell, data_dir: Path | None) -> int | None:
     return steps
 
 
-def eval_samples(cell: Cell, data_dir: Path | None) -> int | None:
-    """Rows the cell evaluates: the split of its evaluated task, capped by `max_eval_samples`."""
-    rc = cell.config
-    size = _split_size(rc.task, rc.split, str(data_dir) if data_dir else None)
-    if size is None or rc.max_eval_samples is None:
-        return size
-    return min(size, rc.max_eval_samples)
-
-
-def _train_size(task: str, data_dir: str | None) -> int | None:
-    return _split_size(task, "train", data_dir)
-
-
 @cache
-def _split_size(task: str, split: str, data_dir: str | None) -> int | None:
-    """Rows of a split of the task from a local TSV directory (None from the hub: a dry run
+def _train_size(task: str, data_dir: str | None) -> int | None:
+    """Rows of the task's training split from a local TSV directory (None from the hub: a dry run
     downloads nothing)."""
     if data_dir is None:
         return None
     from eebench.tasks.loaders import load_split
 
     try:
-        return len(load_split(task, split, Path(data_dir)))
+        return len(load_split(task, "train", Path(data_dir)))
     except EebenchError:  # a dry run reports what it cannot know; the real run says why
         return None
 
