@@ -314,6 +314,21 @@ def test_dry_run_lists_cells_with_status_and_cost(tmp_path, backbone, data_dir):
     assert rows[1]["error"] == "RuntimeError: out of memory"
 
 
+def test_dry_run_counts_the_steps_a_finished_checkpoint_saves(tmp_path, backbone, data_dir):
+    """A model whose checkpoint has finished (whichever run trained it) costs no steps: PABEE's
+    run directory removed, its trained model kept, the cell is todo with nothing left to train;
+    DeeBERT's untouched cell has all its steps left."""
+    import shutil
+
+    result = _cli(tmp_path, backbone, data_dir, "dry", "--method", "pabee")
+    assert result.exit_code == 0, result.output
+    [summary] = (tmp_path / "dry" / "runs").rglob("summary.json")
+    shutil.rmtree(summary.parent)  # the run's files gone, its checkpoint kept
+    rows = json.loads(_cli(tmp_path, backbone, data_dir, "dry", "--dry-run").stdout)
+    assert [(r["method"], r["status"]) for r in rows] == [("pabee", "todo"), ("deebert", "todo")]
+    assert [(r["train_steps"], r["train_steps_left"]) for r in rows] == [(5, 0), (10, 10)]
+
+
 def test_a_cell_without_a_sibling_is_estimated_from_the_same_method_on_another_task():
     """A finished cell's time, scaled by training steps, estimates the same model and method on
     another task (the nearest in steps); another method or model, or a cell whose steps are

@@ -64,7 +64,7 @@ def plan(cfg: BenchConfig, data_dir: str | Path | None = None, strict: bool = Fa
 
     out = Path(cfg.out).resolve()
     return plan_cells(_cells(grid or expand(cfg, strict)), out, data_dir_of(data_dir),
-                      submitted=set(records(out)))
+                      submitted=set(records(out)), checkpoints=Path(cfg.checkpoints).resolve())
 
 
 @dataclass

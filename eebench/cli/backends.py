@@ -109,8 +109,9 @@ def _plan_table(rows: list[PlannedCell], backend: str) -> None:
     from rich.table import Table
 
     t = Table(title=f"{len(rows)} cells (--backend {backend}, dry run: nothing started)")
-    for col in ("method", "task", "seed", "run key", "status", "train steps", "estimate"):
-        t.add_column(col, justify="right" if col in ("seed", "train steps") else "left")
+    for col in ("method", "task", "seed", "run key", "status", "train steps", "left",
+                "estimate"):
+        t.add_column(col, justify="right" if col in ("seed", "train steps", "left") else "left")
     for r in rows:
         estimate = "-"
         if r.estimate_seconds is not None:
@@ -118,16 +119,19 @@ def _plan_table(rows: list[PlannedCell], backend: str) -> None:
                 ", scaled)" if r.estimate_scaled else ")")
             estimate = f"~{r.estimate_seconds:.0f} s{mark}"
         t.add_row(r.method, r.task, str(r.seed), r.key, f"[{STYLE[r.status]}]{r.status}[/]",
-                  "?" if r.train_steps is None else f"{r.train_steps:,}", estimate)
+                  "?" if r.train_steps is None else f"{r.train_steps:,}",
+                  "?" if r.train_steps_left is None else f"{r.train_steps_left:,}", estimate)
     err_console.print(t)
     todo = [r for r in rows if r.status in ("todo", "failed")]
-    steps = sum(r.train_steps or 0 for r in todo)
+    # the steps still to take: a finished checkpoint (this cell's or one it shares) costs none
+    steps = sum((r.train_steps if r.train_steps_left is None else r.train_steps_left) or 0
+                for r in todo)
     known = [r.estimate_seconds for r in todo if r.estimate_seconds is not None]
     cost = ""
     if known:  # run one after another; N workers take about 1/N of it
         cost = f", about {sum(known) / 3600:.1f} h of runs by the estimates" + (
             f" ({len(todo) - len(known)} cell(s) without one)" if len(known) < len(todo) else "")
-    err_console.print(f"to run: {len(todo)} cell(s), {steps:,} training steps{cost}"
+    err_console.print(f"to run: {len(todo)} cell(s), {steps:,} training steps left{cost}"
                       + (" (failed cells only with --rerun-failed)"
                          if any(r.status == "failed" for r in todo) else ""))
 

@@ -18,6 +18,7 @@ import json
 import math
 import time
 from collections.abc import Callable
+from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
@@ -97,14 +98,24 @@ def _inputs(batch: dict) -> dict:
     return {k: batch[k] for k in ("input_ids", "attention_mask", "token_type_ids") if k in batch}
 
 
-def train(method: EarlyExitMethod, task_spec: TaskSpec, backbone: str, train_examples: Any,
-          dev_examples: Any | None, cfg: TrainConfig, out_dir: Path, console: Any = None,
-          overwrite: bool = False, on_step: Callable[[int], None] | None = None,
-          pooling: str | None = None) -> Path:
-    """Fine-tune `method` on `task_spec`; returns the checkpoint directory
-    `<out_dir>/<model>/<method>/<task>/<config-hash>/`. A finished checkpoint returns at once; an
-    unfinished one is resumed. `on_step(global_step)` runs after every optimizer step. `pooling`
-    ("cls", "mean"; None: the backbone's own) is how the exit heads pool the tokens."""
+@dataclass
+class NamedCheckpoint:
+    """What a training run would train on and where its checkpoint lives, before it trains."""
+
+    cfg: TrainConfig  # precision resolved
+    pooling: str  # resolved: "cls" or "mean"
+    train: Any  # the training examples it fits
+    held_out: Any | None  # the calibration examples held out of them (None: none)
+    config: dict[str, Any]  # everything that determines the weights
+    key: str  # its hash
+    path: Path
+
+
+def name_checkpoint(method: EarlyExitMethod, task_spec: TaskSpec, backbone: str,
+                    train_examples: Any, cfg: TrainConfig, out_dir: Path,
+                    pooling: str | None = None) -> NamedCheckpoint:
+    """The checkpoint `train` would write (or resume, or return finished) for these arguments;
+    nothing is read or trained."""
     from eebench.models.backbones import resolve_pooling
 
     pooling = resolve_pooling(backbone, pooling)
@@ -120,6 +131,20 @@ def train(method: EarlyExitMethod, task_spec: TaskSpec, backbone: str, train_exa
     config = run_config(method, task_spec, backbone, train_examples, cfg, pooling)
     key = config_hash(config)
     path = ckpt.checkpoint_path(out_dir, backbone, method.name, task_spec.name, key)
+    return NamedCheckpoint(cfg, pooling, train_examples, held_out, config, key, path)
+
+
+def train(method: EarlyExitMethod, task_spec: TaskSpec, backbone: str, train_examples: Any,
+          dev_examples: Any | None, cfg: TrainConfig, out_dir: Path, console: Any = None,
+          overwrite: bool = False, on_step: Callable[[int], None] | None = None,
+          pooling: str | None = None) -> Path:
+    """Fine-tune `method` on `task_spec`; returns the checkpoint directory
+    `<out_dir>/<model>/<method>/<task>/<config-hash>/`. A finished checkpoint returns at once; an
+    unfinished one is resumed. `on_step(global_step)` runs after every optimizer step. `pooling`
+    ("cls", "mean"; None: the backbone's own) is how the exit heads pool the tokens."""
+    named = name_checkpoint(method, task_spec, backbone, train_examples, cfg, out_dir, pooling)
+    cfg, pooling, train_examples, held_out = named.cfg, named.pooling, named.train, named.held_out
+    config, key, path = named.config, named.key, named.path
     # Several processes (eebench.train.distributed): the main one alone writes and prints.
     procs = distributed.join(cfg.batch_size, cfg.device)
     console = console if procs.is_main else None

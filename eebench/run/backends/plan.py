@@ -2,7 +2,9 @@
 
 The cost is what can be known before running, and no more: the optimizer steps each model of the
 cell would take (`ceil(samples / batch) x epochs`, summed over the method's stages and the models
-it trains; a finished checkpoint would be reused and cost nothing, which is not checked here), and,
+it trains), the steps still to take (a model whose checkpoint under the grid's `checkpoints` has
+finished costs none, whichever cell trained it: the cascade reuses static's models; an unfinished
+one costs what is left of it; known where the training split is on disk), and,
 where a run of the same model, method and task has finished under the same `--out`, its recorded
 wall time as a rough estimate; else a finished cell of the grid with the same model and method on
 another task, its training time scaled by the ratio of training steps and the rest of its wall
@@ -45,13 +47,17 @@ class PlannedCell:
     estimate_scaled: bool = False
     # of `estimate_seconds`, the part spent training (None: unknown, or the run was resumed)
     estimate_train_seconds: float | None = None
+    # of `train_steps`, those its checkpoints have not taken yet (None: unknown, the training
+    # split not on disk)
+    train_steps_left: int | None = None
 
     def as_dict(self) -> dict[str, Any]:
         return asdict(self)
 
 
 def plan(cells: list[Cell], out: Path, data_dir: Path | None,
-         submitted: set[str] | None = None) -> list[PlannedCell]:
+         submitted: set[str] | None = None, checkpoints: Path | None = None
+         ) -> list[PlannedCell]:
     rows = []
     for cell in cells:
         error = None
@@ -65,17 +71,20 @@ def plan(cells: list[Cell], out: Path, data_dir: Path | None,
             error = str((read_error(cell, out) or {}).get("error"))
         seconds, trained, source = _estimate(cell, out)
         rc = cell.config
+        steps = None if checkpoints is None else steps_left(cell, data_dir, checkpoints)
+        total, left = steps if steps is not None else (train_steps(cell, data_dir), None)
         rows.append(PlannedCell(
-            cell.label, rc.task, rc.seed, cell.key, state, train_steps(cell, data_dir), seconds,
-            source, error, str(cell_dir(cell, out)), estimate_train_seconds=trained))
+            cell.label, rc.task, rc.seed, cell.key, state, total, seconds, source, error,
+            str(cell_dir(cell, out)), estimate_train_seconds=trained, train_steps_left=left))
     _scale_estimates(rows, [cell.config.model for cell in cells])
     return rows
 
 
 def _scale_estimates(rows: list[PlannedCell], models: list[str]) -> None:
     """A cell without an estimate takes that of a finished cell of the same model and method on
-    another task (the nearest in training steps): its training time scaled by the ratio of their
-    steps and the rest as it is (all of it scaled by steps where its training time is unknown)."""
+    another task (the nearest in training steps): its training time scaled by the ratio of the
+    steps still to take (all of them where that is unknown) to its steps, and the rest as it is
+    (all of it scaled by steps where its training time is unknown)."""
     done = [(m, r) for m, r in zip(models, rows) if r.status == "done" and r.train_steps
             and r.estimate_seconds is not None and r.estimate_from == r.key]
     for model, row in zip(models, rows):
@@ -84,7 +93,8 @@ def _scale_estimates(rows: list[PlannedCell], models: list[str]) -> None:
         like = [r for m, r in done if m == model and r.method == row.method]
         if like:
             near = min(like, key=lambda r: abs(math.log(row.train_steps / r.train_steps)))
-            by_steps = row.train_steps / near.train_steps
+            left = row.train_steps if row.train_steps_left is None else row.train_steps_left
+            by_steps = left / near.train_steps
             trained = near.estimate_train_seconds
             if trained is not None:
                 row.estimate_train_seconds = trained * by_steps
@@ -121,16 +131,59 @@ def train_steps(cell: Cell, data_dir: Path | None) -> int | None:
     return steps
 
 
-@cache
+def steps_left(cell: Cell, data_dir: Path | None, checkpoints: Path
+               ) -> tuple[int, int] | None:
+    """The cell's training steps exactly (what each model trains on, calibration examples held
+    out) and those its models' checkpoints under `checkpoints` have not taken yet: each model's
+    checkpoint is named as `eebench.train.loop.train` names it (so one that another cell
+    finished counts as done); None where the training split is not on disk."""
+    from eebench.methods.base import get_method
+    from eebench.run.execute import backbone_layers
+    from eebench.tasks.spec import get_task
+    from eebench.train.checkpoint import read_state
+    from eebench.train.loop import name_checkpoint
+
+    rc = cell.config
+    if rc.weights is not None:  # weights made elsewhere: nothing trains
+        return 0, 0
+    examples = _train_split(rc.trained_on, str(data_dir) if data_dir else None)
+    if examples is None:
+        return None
+    spec, total, left = get_task(rc.trained_on), 0, 0
+    try:
+        for variant in get_method(rc.method, **rc.method_settings).variants(rc.sweep):
+            for model in variant.method.models(backbone_layers(rc.model)):
+                named = name_checkpoint(model, spec, rc.model, examples, rc.train,
+                                        Path(checkpoints), rc.pooling)
+                per_epoch = math.ceil(len(named.train) / named.cfg.batch_size)
+                steps = sum(per_epoch * named.cfg.for_stage(stage.name, heads_only=False).epochs
+                            for stage in model.stages())
+                total += steps
+                state = read_state(named.path)
+                if state is not None and state.config_hash != named.key:
+                    state = None  # written for another configuration: the run refuses it
+                if state is None or not state.finished:
+                    left += max(0, steps - (state.global_step if state is not None else 0))
+    except EebenchError:  # a dry run reports what it cannot know; the real run says why
+        return None
+    return total, left
+
+
 def _train_size(task: str, data_dir: str | None) -> int | None:
     """Rows of the task's training split from a local TSV directory (None from the hub: a dry run
     downloads nothing)."""
+    examples = _train_split(task, data_dir)
+    return None if examples is None else len(examples)
+
+
+@cache
+def _train_split(task: str, data_dir: str | None):
     if data_dir is None:
         return None
     from eebench.tasks.loaders import load_split
 
     try:
-        return len(load_split(task, "train", Path(data_dir)))
+        return load_split(task, "train", Path(data_dir))
     except EebenchError:  # a dry run reports what it cannot know; the real run says why
         return None
 
