@@ -440,6 +440,18 @@ def test_paired_timing_times_the_full_model_beside_each_point(tmp_path, backbone
         assert p.disagreements == p.disagreements_near_threshold
 
 
+def test_paired_timing_and_no_timing_together_are_one_line_exit_2(tmp_path):
+    """The two flags contradict each other: refused before anything loads. (A config's
+    `baseline = "paired"` with `--no-timing` is not: the test-split runs of a paired benchmark.)"""
+    result = CliRunner().invoke(app, ["run", "--method", "pabee", "--task", "rte",
+                                      "--no-timing", "--paired-timing", "--out",
+                                      str(tmp_path / "runs")])
+    assert result.exit_code == 2
+    [line] = result.stderr.strip().splitlines()
+    assert line.startswith("error: --paired-timing") and "drop one" in line
+    assert not (tmp_path / "runs").exists()
+
+
 def test_a_run_without_timing_is_the_same_run_whatever_its_timing_baseline():
     """`--no-timing` times nothing, so "paired" changes nothing: the key (and config.json) is
     that of the run without it, as for the test-split runs of a paired benchmark."""

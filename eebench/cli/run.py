@@ -103,8 +103,9 @@ def run_command(
     time_samples: Annotated[int | None, typer.Option(
         "--time-samples", help="Samples timed and checked with real dynamic inference [200].",
         show_default=False)] = None,
-    no_timing: Annotated[bool, typer.Option("--no-timing", help="Skip wall-time measurement.")
-                         ] = False,
+    no_timing: Annotated[bool, typer.Option(
+        "--no-timing", help="Skip wall-time measurement (the --time-samples samples still check "
+        "real dynamic inference against the simulation).")] = False,
     paired_timing: Annotated[bool, typer.Option(
         "--paired-timing", help="Time the full model beside each point, batch by batch, not "
         "once per model: ratios that a change in the machine's load does not skew (a config's "
@@ -173,6 +174,9 @@ def run_command(
     if model is not None and from_checkpoint is not None:
         raise UsageError("give --model or --from-checkpoint, not both",
                          hint="a checkpoint holds its own backbone")
+    if no_timing and paired_timing:  # the samples still check real inference: no conflict
+        raise UsageError("--paired-timing times the full model beside each point, and "
+                         "--no-timing times nothing: drop one")
     cfg = load_config(config)
     methods = method or cfg.methods
     settings = parse_settings(setting or [])
