@@ -348,7 +348,8 @@ resumed after an interruption counts only what was left, so this is a lower boun
           runs={"main": Runs(folder=f"{RESULTS}/minilm-recipes")},
           text={"none": "no finished run yet.", "body": """\
 **MiniLM-L6 with the recipes** (`bash benchmarks/minilm_recipes.sh`, bf16 where native):
-{total} hours of one core so far ({counted}).
+{total} hours of one core so far ({counted}); the processes that finished the runs took {wall}
+hours of wall time, sweeps and timing included.
 
 {table}"""}),
     Block(name="mpnet-claims-cost", kind="run-cost", marker="mpnet-claims-cost",
@@ -368,7 +369,9 @@ finished it alone, which can be less than its training time.
           text={"none": "no finished run yet.", "body": """\
 **The 12-layer benchmark** (`benchmarks/mpnet-recipes.toml`, `bash benchmarks/mpnet_recipes.sh`,
 bf16 where native, the full model timed beside each point): {total} hours of one core so far
-({counted}).
+({counted}: the cascade sweeps static's models, so its training is theirs); the processes that
+finished the runs took {wall} hours of wall time, sweeps and timing included (a run resumed from
+checkpoints trained earlier records only what was left).
 
 {table}"""}),
     Block(name="ner", kind="token-benchmark", marker="ner",

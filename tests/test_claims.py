@@ -211,6 +211,29 @@ def test_run_cost_counts_the_training_each_run_records_and_says_when_it_cannot()
     assert "wall time" in text and "training (min)" not in text and "lr 0.0001 for 5 epochs" in text
 
 
+def test_run_cost_counts_a_model_that_runs_share_once():
+    """The 12-layer benchmark's cascade sweeps static's models: its recorded training is theirs,
+    so the total counts it once (the committed ELUE MRPC runs of seed 1)."""
+    import json
+
+    runs = Runs(folder="benchmarks/results/mpnet-recipes", tasks=("elue-mrpc",), seeds=(1,),
+                methods=("static", "cascade"))
+    block = Block(name="c", kind="run-cost", marker="c", runs={"main": runs},
+                  text={"body": "{total} | {counted} | {wall}\n\n{table}", "none": "none"})
+    text = build(block, Context(root=ROOT, write=False))
+    summaries = {p.parent.parent.parent.name: json.loads(p.read_text()) for p in (
+        ROOT / "benchmarks/results/mpnet-recipes/mpnet-base").glob("*/elue-mrpc/*/summary.json")
+        if json.loads((p.parent / "config.json").read_text())["seed"] == 1}
+    static, cascade = summaries["static"], summaries["cascade"]
+    ckpts = {c.split("/")[-1] for v in cascade["variants"] for c in v["checkpoint"].split(";")}
+    assert ckpts <= {v["checkpoint"].split("/")[-1] for v in static["variants"]}
+    wall = (static["wall_seconds"] + cascade["wall_seconds"]) / 3600
+    assert (f"{static['train_seconds'] / 3600:.1f} | training, a model counted once where runs "
+            f"share it | {wall:.1f}") in text
+    [row] = [line for line in text.splitlines() if "| cascade " in line]
+    assert [c.strip() for c in row.split("|")][3] == str(len(ckpts))  # its models
+
+
 def test_the_full_models_kind_without_runs_says_so(tmp_path):
     block = Block(name="f", kind="full-models", marker="f",
                   runs={"a": Runs(folder=str(tmp_path / "none"))},

@@ -1,12 +1,14 @@
 """Kinds `static-curves` (two models side by side: their static first-k-layer curves, and the
 ELUE score of some methods against each model's own static curve) and `run-cost` (what each run
-cost: models trained, points, wall time).
+cost: models, points, training and wall time).
 
 Runs: `main` and `other` (the second model's runs, of the first's tasks). Options: `models` (the
 display name of each, by run set), `methods` (the rows of the ELUE table).
 """
 
 from __future__ import annotations
+
+from pathlib import Path
 
 from eebench.api.reports.core import Block, Context, kind, page
 from eebench.api.reports.fmt import markdown, pm_over, title
@@ -78,32 +80,53 @@ def static_curves(block: Block, ctx: Context) -> dict:
 
 @kind("run-cost")
 def run_cost(block: Block, ctx: Context) -> dict:
-    """Per run: its models, points, the training its models took (over every process that
-    trained them; not recorded by runs made before it was) and the wall time of the process
-    that finished it. `total`: hours of training where every run records it, else of wall time
-    (a resumed run's wall time counts only what was left)."""
+    """Per run: its models (checkpoints), points, the training its models took (over every
+    process that trained them; not recorded by runs made before it was) and the wall time of the
+    process that finished it. `total`: hours of training where every run records it, a model
+    counted once where runs share it (the cascade sweeps static's models), else of wall time (a
+    resumed run's wall time counts only what was left). `wall`: hours of wall time in all."""
     import pandas as pd
 
     def minutes(seconds: float | None) -> float | None:
         return None if seconds is None else seconds / 60
 
-    rows = []
+    rows, models = [], []
     for r in ctx.runs(block.runs["main"]):
         summary = read_run(r.path).summary
+        # a checkpoint by its last four parts (model/method/task/key): the same on any machine
+        ckpts = {"/".join(Path(c).parts[-4:]) for v in r.variants
+                 for c in (v.checkpoint or "").split(";") if c}
+        models.append(ckpts)
         rows.append({"task": r.config.task, "method": r.config.method, "seed": r.config.seed,
                      **({"recipe": recipe(r)} if block.options.get("recipe") else {}),
-                     "models trained": len(r.variants), "points": len(r.points),
+                     "models": len(ckpts) or len(r.variants), "points": len(r.points),
                      "training (min)": minutes(summary and summary.train_seconds),
                      "wall time (min)": minutes(summary and summary.wall_seconds)})
     if not rows:
-        return {"table": block.text["none"], "total": "0.0", "counted": "wall time"}
-    frame = pd.DataFrame(rows).sort_values(["task", "method", "seed"]
-                                           + (["recipe"] if "recipe" in rows[0] else []))
+        return {"table": block.text["none"], "total": "0.0", "counted": "wall time",
+                "wall": "0.0"}
+    # a run whose models an earlier one (the one with more models first) trained adds no training
+    seen: set[str] = set()
+    shared = [False] * len(rows)
+    for i in sorted(range(len(rows)), key=lambda i: (-len(models[i]), i)):
+        shared[i] = bool(models[i]) and models[i] <= seen
+        seen |= models[i]
+    frame = pd.DataFrame(rows)
     trained = frame["training (min)"].notna().all()
-    total = frame["training (min)" if trained else "wall time (min)"].sum() / 60
+    if trained:
+        total = frame["training (min)"][[not s for s in shared]].sum() / 60
+    else:
+        total = frame["wall time (min)"].sum() / 60
+    frame = frame.sort_values(["task", "method", "seed"]
+                              + (["recipe"] if "recipe" in rows[0] else []))
     if not frame["training (min)"].notna().any():
         frame = frame.drop(columns="training (min)")
     if frame["seed"].nunique() == 1:
         frame = frame.drop(columns="seed")
+    counted = "wall time"
+    if trained:
+        counted = "training" + (", a model counted once where runs share it" if any(shared)
+                                else "")
     return {"table": markdown(frame, numparse=True, floatfmt=".1f", missingval="–"),
-            "total": f"{total:.1f}", "counted": "training" if trained else "wall time"}
+            "total": f"{total:.1f}", "counted": counted,
+            "wall": f"{frame['wall time (min)'].sum() / 60:.1f}"}
