@@ -132,6 +132,18 @@ def test_a_benchmark_with_its_own_config_expands_to_its_committed_runs(out, mini
             cells[run_dir].model_dump(mode="json"), indent=2) + "\n"
 
 
+def test_the_12_layer_grids_test_twins_are_its_test_split_runs(minilm_path):
+    """`--test-out` (benchmarks/mpnet_recipes.sh) names each seed-1 cell's test-split runs as the
+    grid of mpnet-recipes-test does (`--split test --no-timing`): committed test runs are found,
+    none is made twice."""
+    config, grid = OWN_CONFIG["mpnet-recipes-test"]
+    base = load_config(ROOT / "benchmarks" / config)
+    twins = expand(merge(base, {"seeds": [1], "test_out": "elsewhere"}))
+    assert twins.test_out == "elsewhere" and len(twins.test) == len(twins.runs)
+    assert [t.key() for t in twins.test] == [r.key() for r in expand(merge(base, grid)).runs]
+    assert all(t.split == "test" and t.max_eval_samples is None for t in twins.test)
+
+
 def _toml(tmp_path: Path, text: str) -> Path:
     path = tmp_path / "bench.toml"
     path.write_text(text)

@@ -52,7 +52,8 @@ def data_dir_of(data_dir: str | Path | None) -> Path | None:
 def _cells(grid: Grid) -> list[Cell]:
     from eebench.run.backends import cells_of
 
-    return cells_of(grid.runs, grid.in_domain)
+    test_out = Path(grid.test_out).resolve() if grid.test_out is not None else None
+    return cells_of(grid.runs, grid.in_domain, grid.test, test_out)
 
 
 def plan(cfg: BenchConfig, data_dir: str | Path | None = None, strict: bool = False,
@@ -134,15 +135,18 @@ def run(cfg: BenchConfig, *, backend: str | BackendOptions = "local",
 
 def _check_shifted_data(cells: list[Cell], data: Path | None, out: Path,
                         overwrite: bool) -> None:
-    """The evaluated split of every domain-shift run still to do loads before anything trains:
-    its in-domain twin trains first, and a missing or broken file would be found only then."""
+    """The evaluated split of every domain-shift run and test-split twin still to do loads
+    before anything trains: they run after training, and a missing or broken file would be found
+    only then."""
     from eebench.run.artifacts import SUMMARY_FILE
     from eebench.run.execute import run_dir_for
     from eebench.tasks.loaders import load_split
 
+    later = [(rc, out) for c in cells if c.in_domain for rc in c.runs] + [
+        (rc, Path(c.test_out or out)) for c in cells for rc in c.test]
     needed = dict.fromkeys(
-        (rc.task, rc.split) for c in cells if c.in_domain for rc in c.runs
-        if overwrite or not (run_dir_for(rc, out) / SUMMARY_FILE).exists())
+        (rc.task, rc.split) for rc, root in later
+        if overwrite or not (run_dir_for(rc, root) / SUMMARY_FILE).exists())
     for task, split in needed:
         load_split(task, split, data)
 

@@ -66,6 +66,11 @@ def run_command(
     ] = None,
     out: Annotated[Path | None, typer.Option("--out", help="Runs root directory [runs].",
                                              show_default=False)] = None,
+    test_out: Annotated[Path | None, typer.Option(
+        "--test-out", help="Also run each cell's models on the test split (labels withheld, "
+        "nothing timed) into this runs directory, right after its dev runs: the runs of "
+        "`--split test --no-timing --out DIR`, without training again.", show_default=False)
+    ] = None,
     checkpoints: Annotated[Path | None, typer.Option(
         "--checkpoints", help="Checkpoint root directory [checkpoints].", show_default=False)
     ] = None,
@@ -186,6 +191,7 @@ def run_command(
         "eval_task": eval_task,
         "model": model, "from_checkpoint": from_checkpoint, "pooling": pooling, "split": split,
         "data_dir": data_dir and str(data_dir), "out": out and str(out),
+        "test_out": test_out and str(test_out),
         "checkpoints": checkpoints and str(checkpoints),
         "max_seq_length": max_seq_length, "max_eval_samples": max_eval_samples,
         "train": {"max_train_samples": max_train_samples, "epochs": epochs, "lr": lr,
@@ -221,6 +227,7 @@ def _run_grid(cfg: BenchConfig, overwrite: bool, json_out: bool, skip_unrunnable
     from eebench.cli.common import out_dir, progress
 
     out_dir(Path(cfg.out), "runs")
+    out_dir(Path(cfg.test_out) if cfg.test_out else None, "test-split runs", option="--test-out")
     out_dir(Path(cfg.checkpoints), "checkpoints", option="--checkpoints")
     grid = api.expand(cfg, strict=not skip_unrunnable)
     for s in grid.skipped:
@@ -243,6 +250,10 @@ def _run_grid(cfg: BenchConfig, overwrite: bool, json_out: bool, skip_unrunnable
                 own = run_dir_for(cell.in_domain[k], Path(cfg.out))
                 summaries[-1]["in_domain"] = _shift_report(
                     own, run_dir_for(rc, Path(cfg.out)), json_out)
+        for rc in cell.test:
+            test_dir = run_dir_for(rc, Path(cell.test_out or cfg.out))
+            if not json_out:
+                err_console.print(f"test split of {rc.label} on {rc.task}: {test_dir}")
 
     with progress(transient=True) as bar:
         result = api.run(cfg, backend=request.options, data_dir=data_dir, overwrite=overwrite,

@@ -11,6 +11,7 @@ A file can hold defaults for a single `eebench run` and, optionally, the grid of
     max_seq_length = 128
 
     eval_task = "elue-imdb" # optional: evaluate on another task with the same labels
+    test_out = "runs-test"  # optional: each cell's models on the test split too, run at once
 
     [train]                 # any eebench.train.config.TrainConfig field
     epochs = 2
@@ -158,6 +159,10 @@ class BenchConfig(BaseModel):
     split: str = "dev"
     data_dir: str | None = None
     out: str = "runs"
+    # Also run every cell's models on the test split (labels withheld, nothing timed) into this
+    # folder, right after the cell's own dev runs, while their checkpoints are at hand: the runs
+    # `--split test --no-timing --out TEST_OUT` would make, without training again.
+    test_out: str | None = None
     checkpoints: str = "checkpoints"
     max_seq_length: int = Field(128, ge=8)
     max_eval_samples: int | None = Field(None, ge=1)

@@ -185,12 +185,11 @@ def _execute(cfgs: list[RunConfig], opts: RunOptions, run_dirs: list[Path]) -> N
         from eebench.run.evaluate_tokens import sweep_tokens as sweep_variant  # noqa: F811
         from eebench.run.evaluate_tokens import token_pass as full_pass  # noqa: F811
 
+    # each variant's models (one, or several run in turn), all trained before any is measured
+    ckpt_dirs = [[_imported(cfg, v.method, opts)] for v in variants] if imported else _train_all(
+        cfg, [v.method.models(full_layers) for v in variants], trained, train_ex, dev_ex, opts)
     results = [_Results() for _ in cfgs]
-    for variant in variants:
-        # its models, trained one by one (one, or several run in turn), measured as one
-        ckpt_dir = [_imported(cfg, variant.method, opts)] if imported else [
-            _train(cfg, m, trained, train_ex, dev_ex, opts)
-            for m in variant.method.models(full_layers)]
+    for variant, ckpt_dir in zip(variants, ckpt_dirs, strict=True):
         fp = full_pass(cfg, spec, ckpt_dir, eval_ex, opts)
         if len(cfgs) > 1:
             _say(opts, f"one pass over {len(eval_ex)} samples: sweeping "
@@ -246,12 +245,58 @@ class _Results:
             logits_key=key, checkpoint=";".join(map(str, ckpt_dir)), **measured.structure))
 
 
+def _train_all(cfg: RunConfig, models: list[list[EarlyExitMethod]], spec: TaskSpec, train_ex,
+               dev_ex, opts: RunOptions) -> list[list[Path]]:
+    """Every model of a run, in order; one that another process is training (a worker helping
+    with this run: `help_train`) is left to it and waited for once the rest are trained."""
+    found = [[_train(cfg, m, spec, train_ex, dev_ex, opts, wait=False) for m in group]
+             for group in models]
+    return [[p or _train(cfg, m, spec, train_ex, dev_ex, opts)  # type: ignore[misc]
+             for p, m in zip(paths, group, strict=True)]
+            for paths, group in zip(found, models, strict=True)]
+
+
+def help_train(cfg: RunConfig, opts: RunOptions) -> int:
+    """Train the models of a run that another process holds (a run of several models, such as
+    static's one per depth), from its last model back while that process trains from its first,
+    so that the two meet part-way; a model either of them is training is left to it. Returns the
+    number of models this process trained."""
+    if cfg.weights is not None:
+        return 0
+    method = get_method(cfg.method, **cfg.method_settings)
+    full_layers = backbone_layers(cfg.model)
+    models = [m for v in method.variants(cfg.sweep if cfg.rule is None else [])
+              for m in v.method.models(full_layers)]
+    if len(models) < 2:  # its one model is the other process's
+        return 0
+    from eebench.tasks.loaders import load_split
+
+    trained = get_task(cfg.trained_on)
+    train_ex = load_split(trained, "train", opts.data_dir)
+    dev_ex = load_split(trained, "dev", opts.data_dir)
+    done = 0
+    for m in reversed(models):
+        state = _state(cfg, m, trained, train_ex, opts)
+        if state is not None and state.finished:
+            continue
+        done += _train(cfg, m, trained, train_ex, dev_ex, opts, wait=False) is not None
+    return done
+
+
+def _state(cfg: RunConfig, method: EarlyExitMethod, spec: TaskSpec, train_ex, opts: RunOptions):
+    from eebench.train.loop import name_checkpoint
+
+    named = name_checkpoint(method, spec, cfg.model, train_ex, cfg.train, opts.checkpoints,
+                            cfg.pooling)
+    return read_state(named.path)
+
+
 def _train(cfg: RunConfig, method: EarlyExitMethod, spec: TaskSpec, train_ex, dev_ex,
-           opts: RunOptions) -> Path:
+           opts: RunOptions, wait: bool = True) -> Path | None:
     from eebench.train.loop import train
 
     return train(method, spec, cfg.model, train_ex, dev_ex, cfg.train, opts.checkpoints,
-                 opts.console, pooling=cfg.pooling)
+                 opts.console, pooling=cfg.pooling, wait=wait)
 
 
 def _imported(cfg: RunConfig, method: EarlyExitMethod, opts: RunOptions) -> Path:

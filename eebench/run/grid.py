@@ -36,12 +36,21 @@ class Grid:
     # With an eval task (domain shift): run i's in-domain twin, the same training evaluated on
     # its own task (it shares the checkpoint), whose numbers the shifted ones are shown next to
     in_domain: list[RunConfig] = field(default_factory=list)
+    # With a test_out: run i's test-split twin, the same models on the test split (labels
+    # withheld, nothing timed), run into `test_out` right after it
+    test: list[RunConfig] = field(default_factory=list)
+    test_out: str | None = None
 
 
 def expand(config: BenchConfig, skip_unrunnable: bool = True) -> Grid:
     """Every seed x task x method of `config`, seed by seed and task by task (a benchmark stopped
     half-way has whole seeds to show). A grid skips the pairs a method cannot run (entropy on
     regression); with `skip_unrunnable` off (one pair asked for by name) they are refused."""
+    if config.test_out is not None and (config.split != "dev" or config.eval_task is not None):
+        what = "--eval-task" if config.eval_task is not None else f"--split {config.split}"
+        raise UsageError(f"test_out adds test-split runs beside dev runs; with {what} there "
+                         "are none", hint="drop test_out (--test-out), or run the test split "
+                         "with --split test")
     jobs = [(m, t, s) for s in config.seeds for t in config.tasks for m in config.methods]
     skipped: dict[tuple[str, str], str] = {}  # (method, task) -> reason, each pair once
     if skip_unrunnable:
@@ -56,11 +65,23 @@ def expand(config: BenchConfig, skip_unrunnable: bool = True) -> Grid:
         runs += [run_config_for(config, m, t, s, rule) for rule in
                  rules_for(config, m, t, skipped if skip_unrunnable else None)]
     left_out = [Skipped(m, t, why) for (m, t), why in skipped.items()]
+    if config.test_out is not None:
+        return Grid(runs, left_out, test=test_twins(config, runs), test_out=config.test_out)
     if config.eval_task is None:
         return Grid(runs, left_out)
     own = config.model_copy(update={"eval_task": None})
     return Grid(runs, left_out, [run_config_for(own, r.method, r.trained_on, r.seed, r.rule)
                                for r in runs])
+
+
+def test_twins(config: BenchConfig, runs: list[RunConfig]) -> list[RunConfig]:
+    """Each dev run's twin on the test split: the run `--split test --no-timing` names (the
+    evaluation budget is dev's alone, `merge`), which reads the same checkpoints."""
+    from eebench.run.config import merge
+
+    twin = merge(config.model_copy(update={"test_out": None}),
+                 {"split": "test", "timing": {"enabled": False}})
+    return [run_config_for(twin, r.method, r.task, r.seed, r.rule) for r in runs]
 
 
 def rules_for(config: BenchConfig, method: str, task: str,

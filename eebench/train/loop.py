@@ -137,16 +137,33 @@ def name_checkpoint(method: EarlyExitMethod, task_spec: TaskSpec, backbone: str,
 def train(method: EarlyExitMethod, task_spec: TaskSpec, backbone: str, train_examples: Any,
           dev_examples: Any | None, cfg: TrainConfig, out_dir: Path, console: Any = None,
           overwrite: bool = False, on_step: Callable[[int], None] | None = None,
-          pooling: str | None = None) -> Path:
+          pooling: str | None = None, wait: bool = True) -> Path | None:
     """Fine-tune `method` on `task_spec`; returns the checkpoint directory
     `<out_dir>/<model>/<method>/<task>/<config-hash>/`. A finished checkpoint returns at once; an
     unfinished one is resumed. `on_step(global_step)` runs after every optimizer step. `pooling`
-    ("cls", "mean"; None: the backbone's own) is how the exit heads pool the tokens."""
+    ("cls", "mean"; None: the backbone's own) is how the exit heads pool the tokens. One process
+    trains a checkpoint at a time (`checkpoint.claimed`): another one's training is waited for,
+    or with `wait` off left to it, and None returned."""
     named = name_checkpoint(method, task_spec, backbone, train_examples, cfg, out_dir, pooling)
+    # Several processes (eebench.train.distributed): the main one alone writes and prints.
+    procs = distributed.join(named.cfg.batch_size, named.cfg.device)
+    if procs.size > 1:  # one job: its main process's lock, the others wait at its barrier
+        return _train_claimed(named, method, task_spec, backbone, dev_examples, console,
+                              overwrite, on_step, procs)
+    with ckpt.claimed(named.path, wait) as ours:
+        if not ours:
+            return None
+        path = _train_claimed(named, method, task_spec, backbone, dev_examples, console,
+                              overwrite, on_step, procs)
+        ckpt.lock_file(path).unlink(missing_ok=True)  # finished: nothing left to hold
+        return path
+
+
+def _train_claimed(named: NamedCheckpoint, method: EarlyExitMethod, task_spec: TaskSpec,
+                   backbone: str, dev_examples: Any | None, console: Any, overwrite: bool,
+                   on_step: Callable[[int], None] | None, procs: distributed.Processes) -> Path:
     cfg, pooling, train_examples, held_out = named.cfg, named.pooling, named.train, named.held_out
     config, key, path = named.config, named.key, named.path
-    # Several processes (eebench.train.distributed): the main one alone writes and prints.
-    procs = distributed.join(cfg.batch_size, cfg.device)
     console = console if procs.is_main else None
     if procs.is_main:
         if overwrite:

@@ -21,7 +21,7 @@ import os
 import socket
 import time
 import traceback
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from datetime import datetime, timezone
 from pathlib import Path
 from typing import Any, Literal
@@ -29,7 +29,7 @@ from typing import Any, Literal
 from eebench import errors
 from eebench.io import atomic_write_text, read_json, write_json
 from eebench.run.artifacts import SUMMARY_FILE, RunConfig, verify_run
-from eebench.run.execute import RunOptions, execute_group, run_dir_for, same_pass
+from eebench.run.execute import RunOptions, execute_group, help_train, run_dir_for, same_pass
 
 ERROR_FILE = "error.json"
 TRACEBACK_FILE = "traceback.txt"
@@ -45,6 +45,10 @@ class Cell:
 
     runs: tuple[RunConfig, ...]
     in_domain: tuple[RunConfig, ...] = ()  # --eval-task: the same training on its own task
+    # --test-out: the same models on the test split, run right after `runs` (while their
+    # checkpoints are at hand) into the folder `test_out` (absolute)
+    test: tuple[RunConfig, ...] = ()
+    test_out: str | None = None
 
     @property
     def config(self) -> RunConfig:
@@ -58,6 +62,11 @@ class Cell:
     @property
     def label(self) -> str:
         return ", ".join(rc.label for rc in self.runs)
+
+    def run_dirs(self, out: Path | str) -> list[Path]:
+        """The directories of the cell's runs under `out`, then of its test-split runs."""
+        return [run_dir_for(rc, Path(out)) for rc in self.runs] + [
+            run_dir_for(rc, Path(self.test_out or out)) for rc in self.test]
 
 
 @dataclass(frozen=True)
@@ -91,9 +100,11 @@ class CellOutcome:
     engine_retried: bool = field(default=False, repr=False)
 
 
-def cells_of(runs: list[RunConfig], in_domain: list[RunConfig]) -> list[Cell]:
+def cells_of(runs: list[RunConfig], in_domain: list[RunConfig],
+             test: list[RunConfig] | None = None, test_out: Path | str | None = None
+             ) -> list[Cell]:
     """The grid's cells, in its order: consecutive runs that share a pass go together, and
-    each run's in-domain twin with it."""
+    each run's in-domain twin and test-split twin with it."""
     groups: list[list[int]] = []
     for i, rc in enumerate(runs):
         if groups and same_pass(runs[groups[-1][0]], rc):
@@ -101,7 +112,9 @@ def cells_of(runs: list[RunConfig], in_domain: list[RunConfig]) -> list[Cell]:
         else:
             groups.append([i])
     return [Cell(tuple(runs[i] for i in g),
-                 tuple(in_domain[i] for i in g) if runs[g[0]].train_task else ())
+                 tuple(in_domain[i] for i in g) if runs[g[0]].train_task else (),
+                 tuple(test[i] for i in g) if test else (),
+                 str(test_out) if test else None)
             for g in groups]
 
 
@@ -112,7 +125,7 @@ def cell_dir(cell: Cell, out: Path | str) -> Path:
 def status(cell: Cell, out: Path | str) -> Status:
     """done (every run's summary present and verified; a damaged run is one error line, as
     `eebench run` says it), failed (an error record) or todo."""
-    dirs = [run_dir_for(rc, Path(out)) for rc in cell.runs]
+    dirs = cell.run_dirs(out)
     if all((d / SUMMARY_FILE).exists() for d in dirs):
         for d in dirs:
             verify_run(d)
@@ -187,12 +200,20 @@ def run_options(opts: WorkerOptions, console: Any = None, progress: Any = None) 
 
 def execute_runs(cell: Cell, run_opts: RunOptions) -> Path | None:
     """Train or reuse the cell's model, one pass, each run's sweep and run directory
-    (`execute_group`), after the in-domain twins of domain-shift runs. The first run's directory,
-    or None: another process holds one of its runs."""
+    (`execute_group`), after the in-domain twins of domain-shift runs and before its test-split
+    runs. The first run's directory, or None: another process holds one of its runs, and this
+    one has trained those of its models that process had not reached (`help_train`)."""
     if cell.in_domain and None in execute_group(list(cell.in_domain), run_opts):
         return None
     dirs = execute_group(list(cell.runs), run_opts)
-    return None if None in dirs else dirs[0]
+    if None in dirs:
+        help_train(cell.config, run_opts)
+        return None
+    if cell.test:
+        test_opts = replace(run_opts, out=Path(cell.test_out or run_opts.out))
+        if None in execute_group(list(cell.test), test_opts):
+            return None
+    return dirs[0]
 
 
 def execute_cell(cell: Cell, opts: WorkerOptions) -> Path | None:

@@ -110,7 +110,7 @@ def prepare(cells: list[Cell], data_dir: Path | None) -> None:
         check_trainable(model)
     if data_dir is None:  # from the hub: once here, then from its cache
         needed = dict.fromkeys(
-            pair for c in cells for rc in (*c.runs, *c.in_domain)
+            pair for c in cells for rc in (*c.runs, *c.in_domain, *c.test)
             for pair in ((rc.trained_on, "train"), (rc.trained_on, "dev"), (rc.task, rc.split))
             if rc.weights is None or pair[1] != "train")  # imported weights: nothing trains
         for task, split in needed:

@@ -85,8 +85,9 @@ def _scale_estimates(rows: list[PlannedCell], models: list[str]) -> None:
     another task (the nearest in training steps): its training time scaled by the ratio of the
     steps still to take (all of them where that is unknown) to its steps, and the rest as it is
     (all of it scaled by steps where its training time is unknown)."""
-    done = [(m, r) for m, r in zip(models, rows) if r.status == "done" and r.train_steps
-            and r.estimate_seconds is not None and r.estimate_from == r.key]
+    # a cell's own finished run (its test-split twins may be still to do: --test-out)
+    done = [(m, r) for m, r in zip(models, rows) if r.status in ("done", "todo")
+            and r.train_steps and r.estimate_seconds is not None and r.estimate_from == r.key]
     for model, row in zip(models, rows):
         if row.estimate_seconds is not None or not row.train_steps:
             continue

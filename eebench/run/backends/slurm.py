@@ -259,8 +259,8 @@ def _held(cell: Cell, out: Path | str) -> bool:
 
     from eebench.run.execute import LOCK_FILE, run_dir_for
 
-    for rc in (*cell.in_domain, *cell.runs):
-        lock = run_dir_for(rc, Path(out)) / LOCK_FILE
+    for run_dir in (*(run_dir_for(rc, Path(out)) for rc in cell.in_domain), *cell.run_dirs(out)):
+        lock = run_dir / LOCK_FILE
         try:
             fd = os.open(lock, os.O_RDONLY | os.O_NONBLOCK)
         except OSError:
