@@ -271,6 +271,8 @@ def help_train(cfg: RunConfig, opts: RunOptions) -> int:
         return 0
     from eebench.tasks.loaders import load_split
 
+    _say(opts, f"another process runs {cfg.label} on {cfg.task}: training its models from the "
+               "last one back")
     trained = get_task(cfg.trained_on)
     train_ex = load_split(trained, "train", opts.data_dir)
     dev_ex = load_split(trained, "dev", opts.data_dir)
