@@ -468,7 +468,7 @@ def test_maxprob_calibrates_on_the_held_out_slice_and_the_checkpoint_keeps_it(
     from eebench.data.batching import encode
     from eebench.methods.maxprob import MaxProb
     from eebench.train import checkpoint as ckpt
-    from eebench.train.loop import hold_out
+    from eebench.train.naming import hold_out
 
     seen = []
     calibrate = MaxProb.calibrate
@@ -498,7 +498,7 @@ def test_maxprob_calibrates_on_the_held_out_slice_and_the_checkpoint_keeps_it(
 
 
 def test_hold_out_is_disjoint_seeded_and_keeps_order(rte):
-    from eebench.train.loop import hold_out
+    from eebench.train.naming import hold_out
 
     _, tr, _ = rte
     rows = tr.take(200, 0)

@@ -40,7 +40,7 @@ def _static_checkpoints(tmp_path: Path, backbone: Path, cfg: Path, data_dir: Pat
     from eebench.methods.base import get_method
     from eebench.tasks.loaders import load_split
     from eebench.tasks.spec import get_task
-    from eebench.train.loop import name_checkpoint
+    from eebench.train.naming import name_checkpoint
 
     [rc] = api.expand(api.config(cfg)).runs
     spec = get_task("wnli")
@@ -52,16 +52,17 @@ def _static_checkpoints(tmp_path: Path, backbone: Path, cfg: Path, data_dir: Pat
 def test_a_checkpoint_another_process_trains_is_left_to_it_or_waited_for(tmp_path, backbone,
                                                                          data_dir, monkeypatch):
     from eebench.train import checkpoint as ckpt
+    from eebench.train.naming import claimed
 
     cfg = _config(tmp_path, backbone, '"static"')
     k1, k2, k3 = _static_checkpoints(tmp_path, backbone, cfg, data_dir)
-    with ckpt.claimed(k2) as ours:  # another process is training k = 2
+    with claimed(k2) as ours:  # another process is training k = 2
         assert ours
-        with ckpt.claimed(k2, wait=False) as again:
+        with claimed(k2, wait=False) as again:
             assert not again
     # The run trains k = 1 and 3, leaves k = 2 to its holder, then waits for it: the holder
     # lets go after a while without training it, so the run trains it itself.
-    held = ckpt.claimed(k2)
+    held = claimed(k2)
     assert held.__enter__()
     order: list[int] = []
     real = run_module._train
@@ -86,7 +87,7 @@ def test_a_checkpoint_another_process_trains_is_left_to_it_or_waited_for(tmp_pat
 def test_a_worker_finding_a_static_run_busy_trains_its_models_from_the_last(tmp_path, backbone,
                                                                             data_dir, monkeypatch):
     from eebench import api
-    from eebench.train import checkpoint as ckpt
+    from eebench.train.naming import claimed
 
     cfg = _config(tmp_path, backbone, '"static"')
     paths = _static_checkpoints(tmp_path, backbone, cfg, data_dir)
@@ -104,7 +105,7 @@ def test_a_worker_finding_a_static_run_busy_trains_its_models_from_the_last(tmp_
         return real(self)
 
     monkeypatch.setattr(loop._Trainer, "run", run)
-    with ckpt.claimed(paths[0]):
+    with claimed(paths[0]):
         result = invoke(*_args(tmp_path, cfg, data_dir))
     assert result.exit_code == 1 and "being run by another process" in result.stderr
     assert trained == [3, 2]  # from the last back; k = 1 was the other worker's

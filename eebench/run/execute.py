@@ -286,7 +286,7 @@ def help_train(cfg: RunConfig, opts: RunOptions) -> int:
 
 
 def _state(cfg: RunConfig, method: EarlyExitMethod, spec: TaskSpec, train_ex, opts: RunOptions):
-    from eebench.train.loop import name_checkpoint
+    from eebench.train.naming import name_checkpoint
 
     named = name_checkpoint(method, spec, cfg.model, train_ex, cfg.train, opts.checkpoints,
                             cfg.pooling)

@@ -338,49 +338,6 @@ def checkpoint_path(out_dir: Path, backbone: str, method: str, task: str, key: s
     return Path(out_dir) / model_slug(backbone) / method / task / key
 
 
-def lock_file(path: Path) -> Path:
-    """The lock of training the checkpoint at `path` (`claimed`). Its holder removes it once the
-    checkpoint has finished: a process that opened it before then finds the checkpoint finished
-    when it gets the lock, as does one that makes a new one."""
-    return path.with_name(f".{path.name}.lock")
-
-
-@contextmanager
-def claimed(path: Path, wait: bool = True) -> Iterator[bool]:
-    """Hold the right to train the checkpoint at `path`: an exclusive lock (flock) on
-    `.<name>.lock` beside it, which the operating system drops when its process ends, however it
-    ends. Two processes never train one checkpoint at once (the cascade's runs read static's
-    models; a worker helps another with a run of several models). Yields False at once, without
-    the lock, when another process holds it and `wait` is off; with `wait`, blocks until it is
-    free. A holder that saved nothing (refused before its first step) leaves nothing behind."""
-    made = [d for d in (path.parent, *path.parent.parents) if not d.exists()]  # deepest first
-    path.parent.mkdir(parents=True, exist_ok=True)
-    held = False
-    try:
-        with open(lock_file(path), "w") as f:
-            try:
-                import fcntl
-            except ImportError:  # pragma: no cover - not POSIX: one process per grid
-                held = True
-                yield True
-                return
-            try:
-                fcntl.flock(f, fcntl.LOCK_EX | (0 if wait else fcntl.LOCK_NB))
-            except BlockingIOError:
-                yield False
-                return
-            held = True
-            yield True
-    finally:
-        if held and not path.exists():  # nothing saved (refused before its first step)
-            lock_file(path).unlink(missing_ok=True)
-            for d in made:
-                try:
-                    d.rmdir()
-                except OSError:  # not empty: another checkpoint's
-                    break
-
-
 @contextmanager
 def hold_interrupts() -> Iterator[None]:
     """Hold Ctrl-C until the block ends, so an optimizer step or a save is never half done."""

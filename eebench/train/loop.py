@@ -18,15 +18,14 @@ import json
 import math
 import time
 from collections.abc import Callable
-from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from eebench.errors import DataError, EebenchError, UsageError
-from eebench.io import config_hash
+from eebench.errors import EebenchError, UsageError
 from eebench.train import checkpoint as ckpt
 from eebench.train import distributed
-from eebench.train.config import TrainConfig, run_config
+from eebench.train.config import TrainConfig
+from eebench.train.naming import NamedCheckpoint, claimed, lock_file, name_checkpoint
 
 if TYPE_CHECKING:
     import torch
@@ -78,60 +77,8 @@ def evaluate_exits(model: torch.nn.Module, data: Any, spec: TaskSpec, batch_size
     return [compute_metrics(spec, preds[j].numpy(), list(data.labels)) for j in range(len(preds))]
 
 
-def hold_out(examples: Any, fraction: float, seed: int) -> tuple[Any, Any | None]:
-    """(what trains, what is held out for calibration): a seeded `fraction` of the training
-    examples, never the dev split; the rest keep their order. No fraction: (examples, None)."""
-    if fraction <= 0:
-        return examples, None
-    import numpy as np
-
-    n = len(examples)
-    m = max(1, math.ceil(n * fraction))
-    if m >= n:
-        raise UsageError(f"cannot hold out {m} of {n} training examples for calibration",
-                         hint="train on more examples")
-    perm = np.random.default_rng([seed, 1]).permutation(n)
-    return examples.select(sorted(perm[m:])), examples.select(sorted(perm[:m]))
-
-
 def _inputs(batch: dict) -> dict:
     return {k: batch[k] for k in ("input_ids", "attention_mask", "token_type_ids") if k in batch}
-
-
-@dataclass
-class NamedCheckpoint:
-    """What a training run would train on and where its checkpoint lives, before it trains."""
-
-    cfg: TrainConfig  # precision resolved
-    pooling: str  # resolved: "cls" or "mean"
-    train: Any  # the training examples it fits
-    held_out: Any | None  # the calibration examples held out of them (None: none)
-    config: dict[str, Any]  # everything that determines the weights
-    key: str  # its hash
-    path: Path
-
-
-def name_checkpoint(method: EarlyExitMethod, task_spec: TaskSpec, backbone: str,
-                    train_examples: Any, cfg: TrainConfig, out_dir: Path,
-                    pooling: str | None = None) -> NamedCheckpoint:
-    """The checkpoint `train` would write (or resume, or return finished) for these arguments;
-    nothing is read or trained."""
-    from eebench.models.backbones import resolve_pooling
-
-    pooling = resolve_pooling(backbone, pooling)
-    cfg = cfg.with_precision()  # "auto" resolved before the checkpoint is named
-    method.check_task(task_spec)
-    if train_examples.labels is None:
-        raise DataError(f"{task_spec.name}: the training split has no labels")
-    if cfg.max_train_samples is not None and cfg.max_train_samples < len(train_examples):
-        train_examples = train_examples.take(cfg.max_train_samples, cfg.seed)
-    if len(train_examples) == 0:
-        raise DataError(f"{task_spec.name}: the training split is empty")
-    train_examples, held_out = hold_out(train_examples, method.calibration_fraction(), cfg.seed)
-    config = run_config(method, task_spec, backbone, train_examples, cfg, pooling)
-    key = config_hash(config)
-    path = ckpt.checkpoint_path(out_dir, backbone, method.name, task_spec.name, key)
-    return NamedCheckpoint(cfg, pooling, train_examples, held_out, config, key, path)
 
 
 def train(method: EarlyExitMethod, task_spec: TaskSpec, backbone: str, train_examples: Any,
@@ -142,7 +89,7 @@ def train(method: EarlyExitMethod, task_spec: TaskSpec, backbone: str, train_exa
     `<out_dir>/<model>/<method>/<task>/<config-hash>/`. A finished checkpoint returns at once; an
     unfinished one is resumed. `on_step(global_step)` runs after every optimizer step. `pooling`
     ("cls", "mean"; None: the backbone's own) is how the exit heads pool the tokens. One process
-    trains a checkpoint at a time (`checkpoint.claimed`): another one's training is waited for,
+    trains a checkpoint at a time (`naming.claimed`): another one's training is waited for,
     or with `wait` off left to it, and None returned."""
     named = name_checkpoint(method, task_spec, backbone, train_examples, cfg, out_dir, pooling)
     # Several processes (eebench.train.distributed): the main one alone writes and prints.
@@ -150,12 +97,12 @@ def train(method: EarlyExitMethod, task_spec: TaskSpec, backbone: str, train_exa
     if procs.size > 1:  # one job: its main process's lock, the others wait at its barrier
         return _train_claimed(named, method, task_spec, backbone, dev_examples, console,
                               overwrite, on_step, procs)
-    with ckpt.claimed(named.path, wait) as ours:
+    with claimed(named.path, wait) as ours:
         if not ours:
             return None
         path = _train_claimed(named, method, task_spec, backbone, dev_examples, console,
                               overwrite, on_step, procs)
-        ckpt.lock_file(path).unlink(missing_ok=True)  # finished: nothing left to hold
+        lock_file(path).unlink(missing_ok=True)  # finished: nothing left to hold
         return path
 
 

@@ -142,7 +142,7 @@ def steps_left(cell: Cell, data_dir: Path | None, checkpoints: Path
     from eebench.run.execute import backbone_layers
     from eebench.tasks.spec import get_task
     from eebench.train.checkpoint import read_state
-    from eebench.train.loop import name_checkpoint
+    from eebench.train.naming import name_checkpoint
 
     rc = cell.config
     if rc.weights is not None:  # weights made elsewhere: nothing trains
