@@ -143,10 +143,16 @@ def test_test_out_runs_each_cells_models_on_the_test_split_without_training_agai
         assert run.config.split == "test" and not run.config.timing.enabled
         assert run.summary.n_samples == 146  # every WNLI test row: the dev budget is dev's
         assert not any(p.metrics for p in run.points)
-    # a dev run whose test twin is missing is not done: the grid runs the twin alone
+    # a dev run whose test twin is missing is not done: the grid runs the twin alone; the dry
+    # run lists the cell to do, estimated from its own finished dev run
     twin = Path(runs[0]["run_dir"])
     for f in twin.iterdir():
         f.unlink()
+    listed = invoke(*_args(tmp_path, cfg, data_dir, "--test-out", tests, "--dry-run"))
+    assert listed.exit_code == 0, listed.output
+    rows = {r["method"]: r for r in json.loads(listed.stdout)}
+    assert rows["pabee"]["status"] == "todo" and rows["static"]["status"] == "done"
+    assert rows["pabee"]["estimate_from"] == rows["pabee"]["key"]
     result = invoke(*_args(tmp_path, cfg, data_dir, "--test-out", tests))
     assert result.exit_code == 0, result.output
     assert (twin / R.SUMMARY_FILE).exists()
