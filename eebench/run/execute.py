@@ -256,19 +256,18 @@ def _train_all(cfg: RunConfig, models: list[list[EarlyExitMethod]], spec: TaskSp
             for paths, group in zip(found, models, strict=True)]
 
 
-def help_train(cfg: RunConfig, opts: RunOptions) -> int:
+def help_train(cfg: RunConfig, opts: RunOptions) -> None:
     """Train the models of a run that another process holds (a run of several models, such as
     static's one per depth), from its last model back while that process trains from its first,
-    so that the two meet part-way; a model either of them is training is left to it. Returns the
-    number of models this process trained."""
+    so that the two meet part-way; a model either of them is training is left to it."""
     if cfg.weights is not None:
-        return 0
+        return
     method = get_method(cfg.method, **cfg.method_settings)
     full_layers = backbone_layers(cfg.model)
     models = [m for v in method.variants(cfg.sweep if cfg.rule is None else [])
               for m in v.method.models(full_layers)]
     if len(models) < 2:  # its one model is the other process's
-        return 0
+        return
     from eebench.tasks.loaders import load_split
 
     _say(opts, f"another process runs {cfg.label} on {cfg.task}: training its models from the "
@@ -276,21 +275,8 @@ def help_train(cfg: RunConfig, opts: RunOptions) -> int:
     trained = get_task(cfg.trained_on)
     train_ex = load_split(trained, "train", opts.data_dir)
     dev_ex = load_split(trained, "dev", opts.data_dir)
-    done = 0
     for m in reversed(models):
-        state = _state(cfg, m, trained, train_ex, opts)
-        if state is not None and state.finished:
-            continue
-        done += _train(cfg, m, trained, train_ex, dev_ex, opts, wait=False) is not None
-    return done
-
-
-def _state(cfg: RunConfig, method: EarlyExitMethod, spec: TaskSpec, train_ex, opts: RunOptions):
-    from eebench.train.naming import name_checkpoint
-
-    named = name_checkpoint(method, spec, cfg.model, train_ex, cfg.train, opts.checkpoints,
-                            cfg.pooling)
-    return read_state(named.path)
+        _train(cfg, m, trained, train_ex, dev_ex, opts, wait=False)
 
 
 def _train(cfg: RunConfig, method: EarlyExitMethod, spec: TaskSpec, train_ex, dev_ex,
