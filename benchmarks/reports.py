@@ -347,7 +347,7 @@ resumed after an interruption counts only what was left, so this is a lower boun
           doc="docs/benchmarks.md", heading="",
           runs={"main": Runs(folder=f"{RESULTS}/minilm-recipes")},
           text={"none": "no finished run yet.", "body": """\
-**MiniLM-L6 with the recipes** (`bash benchmarks/minilm_recipes.sh`, bf16 where native):
+**MiniLM-L6 with the recipes** (`bash benchmarks/minilm_recipes.sh`, fp32, as the search):
 {total} hours of one core so far ({counted}); the processes that finished the runs took {wall}
 hours of wall time, sweeps and timing included.
 
