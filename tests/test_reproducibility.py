@@ -22,13 +22,16 @@ from tests import tiny
 
 runner = CliRunner()
 
-# (torch version, CPU capability) -> (sha256 of the trained weights, sha256 of the predictions)
-PINNED: dict[tuple[str, str], tuple[str, str]] = {
+# (torch version, CPU capability) -> (sha256 of the trained weights, the sha256s of the
+# predictions it was seen to give)
+PINNED: dict[tuple[str, str], tuple[str, set[str]]] = {
     ("2.13.0", "AVX2"): ("18c4554f548094bc89e07e16ab301092505ae4307e5eedd79847bbc9edfa55ac",
-                         "83ec8f3973497a0416f236f760755ca660fcba0e94a606817e59fe1668cbe07a"),
-    # the same weights as AVX2's; the prediction bytes differ (the kernels sum in another order)
+                         {"83ec8f3973497a0416f236f760755ca660fcba0e94a606817e59fe1668cbe07a"}),
+    # the same weights as AVX2's; the prediction bytes differ (the kernels sum in another order),
+    # and differ again between an AMD EPYC and an Intel Xeon (AVX-512 BF16, no AMX)
     ("2.13.0", "AVX512"): ("18c4554f548094bc89e07e16ab301092505ae4307e5eedd79847bbc9edfa55ac",
-                           "e17adf353f82778e5bd4d86f2a7e0ded78d6d1df5d271b6b2cc17c1382573c49"),
+                           {"e17adf353f82778e5bd4d86f2a7e0ded78d6d1df5d271b6b2cc17c1382573c49",
+                            "1cb630bafadc22fb783e3625adee16415ace28269b0051555d3063e90073fb78"}),
 }
 
 
@@ -70,5 +73,6 @@ def test_a_tiny_training_run_is_reproducible_byte_for_byte(tmp_path, data_dir):
     if key not in PINNED:
         pytest.skip(f"no pin for {key}: add {key!r}: {first!r} to PINNED after checking that "
                     "the numerics are meant to be these")
-    assert first == PINNED[key], (
+    weights, predictions = PINNED[key]
+    assert first[0] == weights and first[1] in predictions, (
         "trained weights or predictions moved: say why in the CHANGELOG and update PINNED")
