@@ -108,7 +108,7 @@ run, two runs at a time.
 ## Budget
 
 MPNet-base (all-mpnet-base-v2, 12 layers, hidden 768, 109M parameters), mean-pooled exit heads,
-batch {batch_size}, {precision} precision (bf16 where the CPU has it natively), length-grouped
+batch {batch_size}, {precision} autocast, length-grouped
 batches, every training example (SciTail: 8,000 of its 23,596 pairs), the learning rate the
 recipe search chose per task (`benchmarks/recipes/mpnet-base.toml`), 3 epochs. Scores are on the
 dev split; the labelled test sets are withheld (the seed-1 test-split runs in

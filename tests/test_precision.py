@@ -1,5 +1,6 @@
 """Training precision by hardware: `auto` is bf16 where the device multiplies bfloat16 natively
-(a CUDA GPU of compute capability 8.0+, a CPU with AMX or AVX-512 BF16), fp32 elsewhere; a run is
+fast (a CUDA GPU of compute capability 8.0+, a CPU with AMX, an AMD CPU with AVX-512 BF16), fp32
+elsewhere; a run is
 named by the precision it trains in, and the runs made before `auto` keep their names."""
 
 from __future__ import annotations
@@ -28,30 +29,39 @@ AVX512_BF16 = "fpu sse2 avx avx2 avx512f avx512bw avx512_bf16".split()
 AVX2 = "fpu sse2 avx avx2 fma".split()
 
 
-def pretend(monkeypatch, cpu: list[str], cuda: bool | None = None) -> None:
-    """This machine's CPU flags and, with `cuda`, a CUDA GPU with (True) or without native bf16."""
+def pretend(monkeypatch, cpu: list[str], cuda: bool | None = None,
+            vendor: str = "GenuineIntel") -> None:
+    """This machine's CPU flags and vendor and, with `cuda`, a CUDA GPU with (True) or without
+    native bf16."""
     monkeypatch.setattr(env, "cpu_flags", lambda: frozenset(cpu))
+    monkeypatch.setattr(env, "cpu_vendor", lambda: vendor)
     monkeypatch.setattr(env, "cuda_bf16", lambda device=None: bool(cuda))
     import torch
 
     monkeypatch.setattr(torch.cuda, "is_available", lambda: cuda is not None)
 
 
-@pytest.mark.parametrize(("cpu", "cuda", "device", "expected"), [
-    (AMX, None, None, "bf16"),  # Sapphire Rapids and later: AMX tiles
-    (AVX512_BF16, None, "cpu", "bf16"),  # AVX-512 BF16 alone (Cooper Lake, AMD Zen 4)
-    (AVX2, None, None, "fp32"),  # AVX2 only: bf16 would be emulated
-    (AVX2, True, None, "bf16"),  # an A100/H100 (compute capability 8.0+), the default device
-    (AVX2, True, "cuda:0", "bf16"),
-    (AVX2, False, None, "fp32"),  # a V100 or T4: no native bf16
-    (AMX, False, "cuda", "fp32"),  # the GPU decides where training runs on it
-    (AVX2, True, "cpu", "fp32"),  # --device cpu on a GPU machine: the CPU decides
-    (AMX, None, "mps", "fp32"),
+INTEL, AMD = "GenuineIntel", "AuthenticAMD"
+
+
+@pytest.mark.parametrize(("cpu", "vendor", "cuda", "device", "expected"), [
+    (AMX, INTEL, None, None, "bf16"),  # Sapphire Rapids and later: AMX tiles
+    (AVX512_BF16, AMD, None, "cpu", "bf16"),  # AMD Zen 4 on: AVX-512 BF16, measured fast
+    (AVX512_BF16, INTEL, None, "cpu", "fp32"),  # Intel without AMX: measured slower than fp32
+    (AVX512_BF16, None, None, None, "fp32"),  # vendor unknown: the flag alone is no promise
+    (AVX2, AMD, None, None, "fp32"),  # AVX2 only: bf16 would be emulated
+    (AVX2, INTEL, True, None, "bf16"),  # an A100/H100 (compute capability 8.0+), the default
+    (AVX2, INTEL, True, "cuda:0", "bf16"),
+    (AVX2, INTEL, False, None, "fp32"),  # a V100 or T4: no native bf16
+    (AMX, INTEL, False, "cuda", "fp32"),  # the GPU decides where training runs on it
+    (AVX2, INTEL, True, "cpu", "fp32"),  # --device cpu on a GPU machine: the CPU decides
+    (AMX, INTEL, None, "mps", "fp32"),
 ])
-def test_auto_resolves_by_the_hardware_training_runs_on(monkeypatch, cpu, cuda, device,
+def test_auto_resolves_by_the_hardware_training_runs_on(monkeypatch, cpu, vendor, cuda, device,
                                                         expected):
-    pretend(monkeypatch, cpu, cuda)
+    pretend(monkeypatch, cpu, cuda, vendor)
     assert resolve("auto", device) == expected
+    assert env.bf16_hardware()["cpu_vendor"] == vendor
     assert env.bf16_hardware()["cpu_bf16"] == [f for f in ("amx_bf16", "avx512_bf16")
                                                if f in cpu]
     for asked in ("fp32", "bf16"):  # asked for by name: as asked, whatever the hardware

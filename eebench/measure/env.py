@@ -92,10 +92,31 @@ def cpu_flags() -> frozenset[str]:
     return frozenset()
 
 
+def cpu_vendor() -> str | None:
+    """The CPU's vendor id from /proc/cpuinfo ("GenuineIntel", "AuthenticAMD"; None elsewhere)."""
+    try:
+        with open("/proc/cpuinfo", encoding="utf-8") as f:
+            for line in f:
+                if line.startswith("vendor_id"):
+                    return line.split(":", 1)[1].strip()
+    except OSError:
+        pass
+    return None
+
+
 def cpu_bf16() -> list[str]:
     """The CPU's native bfloat16 features (empty: none, bf16 matrix products are emulated)."""
     flags = cpu_flags()
     return [f for f in NATIVE_BF16_FLAGS if f in flags]
+
+
+def cpu_bf16_fast() -> bool:
+    """Whether bf16 training is faster than fp32 on this CPU, by its features: AMX tiles, or
+    AVX-512 BF16 on an AMD CPU (Zen 4 on). An Intel CPU with AVX-512 BF16 and no AMX (Cooper
+    Lake, or a newer Xeon whose AMX the hypervisor hides) trained MiniLM-L6 and MPNet-base
+    about 1.5x slower in bf16 than in fp32 (docs/benchmarks.md): the flag alone is no promise."""
+    native = cpu_bf16()
+    return "amx_bf16" in native or ("avx512_bf16" in native and cpu_vendor() == "AuthenticAMD")
 
 
 def cpu_capability() -> str:
@@ -127,11 +148,13 @@ def cuda_bf16(device: Any = None) -> bool:
 
 def bf16_hardware() -> dict[str, Any]:
     """What a precision of `auto` reads (eebench.train.precision): torch's CPU capability, the
-    CPU's native bf16 flags and, with CUDA, whether the GPU has native bf16 (None without)."""
+    CPU's vendor and native bf16 flags and, with CUDA, whether the GPU has native bf16 (None
+    without)."""
     import torch
 
     return {
         "cpu_capability": cpu_capability(),
+        "cpu_vendor": cpu_vendor(),
         "cpu_bf16": cpu_bf16(),
         "cuda_bf16": cuda_bf16() if torch.cuda.is_available() else None,
     }

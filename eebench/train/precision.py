@@ -1,13 +1,14 @@
 """Which precision a training run uses: `auto` resolves to bf16 where the hardware has it natively.
 
 bf16 autocast is fast only where the matrix units take bfloat16 themselves: CUDA GPUs of compute
-capability 8.0 and later (A100, H100, RTX 30xx on), and CPUs with Intel AMX or AVX-512 BF16
-(Sapphire Rapids and later Xeons, AMD Zen 4 and later). Elsewhere the CPU emulates it: on an
-AVX2-only AMD EPYC a MiniLM-L6 training step took several times longer in bf16 than in fp32
-(docs/benchmarks.md). So `auto` picks bf16 on the former and fp32 on the rest.
+capability 8.0 and later (A100, H100, RTX 30xx on), CPUs with Intel AMX (Sapphire Rapids and later
+Xeons) and AMD CPUs with AVX-512 BF16 (Zen 4 and later). Elsewhere bf16 is slower than fp32 (all
+measured in docs/benchmarks.md): on an AVX2-only AMD EPYC a MiniLM-L6 training step took 15x
+longer, and on an Intel Xeon with AVX-512 BF16 but no AMX 1.5x longer. So `auto` picks bf16 on
+the former and fp32 on the rest.
 
 The hardware is read by eebench.measure.env (what env.json records); tests replace its
-`cpu_flags` and `cuda_bf16` to pretend other machines.
+`cpu_flags`, `cpu_vendor` and `cuda_bf16` to pretend other machines.
 """
 
 from __future__ import annotations
@@ -29,8 +30,9 @@ def device_type(device: str | None) -> str:
 
 def resolve(precision: str, device: str | None = None) -> str:
     """The precision to train in: "fp32" or "bf16" as asked, or for "auto" bf16 where the
-    device has native bfloat16 (a CUDA GPU of compute capability 8.0+, a CPU with AMX or
-    AVX-512 BF16), else fp32 (mps and other devices too: their autocast support varies)."""
+    device has fast native bfloat16 (a CUDA GPU of compute capability 8.0+, a CPU with AMX, an
+    AMD CPU with AVX-512 BF16), else fp32 (mps and other devices too: their autocast support
+    varies)."""
     from eebench.measure import env
 
     if precision != "auto":
@@ -39,5 +41,5 @@ def resolve(precision: str, device: str | None = None) -> str:
     if kind == "cuda":
         return "bf16" if env.cuda_bf16(device if device and ":" in device else None) else "fp32"
     if kind == "cpu":
-        return "bf16" if env.cpu_bf16() else "fp32"
+        return "bf16" if env.cpu_bf16_fast() else "fp32"
     return "fp32"
