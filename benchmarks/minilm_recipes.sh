@@ -1,14 +1,16 @@
 #!/usr/bin/env bash
 # MiniLM-L6 with a recipe per task (benchmarks/minilm-recipes.toml), resumable: rerun it after an
 # interruption and it continues (a finished run directory is skipped).
-#   bash benchmarks/minilm_recipes.sh [DATA_DIR] [WORKERS]
+#   bash benchmarks/minilm_recipes.sh [DATA_DIR] [WORKERS] [STOP_BY]
 # WORKERS processes (default: the number of cores) share the grid, one thread each, seed by seed.
+# STOP_BY (HH:MM, a date and time, or 2h30m from now): start no cell that would end after it.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 DATA_DIR=${1:-${EEBENCH_DATA_DIR:-../shared/data}}
 WORKERS=${2:-$(nproc)}
-for _ in $(seq "$WORKERS"); do
-  OMP_NUM_THREADS=1 eebench run --config benchmarks/minilm-recipes.toml --data-dir "$DATA_DIR" &
-  sleep 5  # the first worker claims its cell; the next one takes the next
-done
-wait
+STOP_BY=${3:-}
+
+source benchmarks/_together.sh  # together ARGS...: WORKERS workers share a grid
+
+CONFIG=benchmarks/minilm-recipes.toml
+together

@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # The 12-layer ELUE benchmark (benchmarks/mpnet-recipes.toml), resumable: rerun it after an
 # interruption and it continues (a finished run directory is skipped, a checkpoint resumed).
-#   bash benchmarks/mpnet_recipes.sh [DATA_DIR] [WORKERS]
+#   bash benchmarks/mpnet_recipes.sh [DATA_DIR] [WORKERS] [STOP_BY]
 # WORKERS processes (default: the number of cores) share each phase, one thread each:
 #   0. benchmarks/mpnet-claims.toml: the full model, DeeBERT and PABEE on RTE and CoLA, three
 #      seeds, for the papers' claims made there (small: about 5 core-hours);
@@ -12,10 +12,12 @@
 #      the test split (checkpoints are not kept between sessions);
 #   2. static, DeeBERT and PABEE on seeds 2 and 3.
 # A worker that finds a static cell taken helps train its twelve models (docs/running.md).
+# STOP_BY (HH:MM, a date and time, or 2h30m from now): start no cell that would end after it.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 DATA_DIR=${1:-${EEBENCH_DATA_DIR:-../shared/data}}
 WORKERS=${2:-$(nproc)}
+STOP_BY=${3:-}
 
 source benchmarks/_together.sh  # together ARGS...: WORKERS workers share a grid
 

@@ -102,7 +102,8 @@ def run(cfg: BenchConfig, *, backend: str | BackendOptions = "local",
     """Run the grid of `cfg` on `backend` (a name, or BackendOptions for a cluster's settings)
     and return every cell's outcome. Local cells run one after another here and a failure raises;
     on Slurm or Ray a failed cell is recorded in its error.json and returned as `failed`. A cell
-    another process is running comes back `busy`. `say` receives one line per event; `console`
+    another process is running comes back `busy`, and with a local `stop_by` one whose estimate
+    would end after it `deferred` (not started). `say` receives one line per event; `console`
     and `progress` (rich) show training and evaluation as they go (local only); `on_outcome` is
     called as each local cell finishes. `grid`: `expand(cfg)` where the caller has it."""
     from eebench.run.backends import BackendOptions, WorkerOptions, run_cells
@@ -129,6 +130,11 @@ def run(cfg: BenchConfig, *, backend: str | BackendOptions = "local",
         require_engine(opts.backend)
         prepare(cells, data)
     extra = {"console": console, "progress": progress, "on_outcome": on_outcome} if local else {}
+    if local and opts.stop_by is not None:  # what each cell still to do would take
+        from eebench.run.backends import plan as plan_cells
+
+        extra["estimates"] = lambda: {r.key: r.estimate_seconds for r in plan_cells(
+            cells, out, data, checkpoints=Path(cfg.checkpoints).resolve())}
     outcomes = run_cells(cells, opts, worker, say, **extra)
     return RunResult(grid, cells, outcomes, out)
 

@@ -7,7 +7,9 @@ outcomes, after the grid is expanded and checked.
 
 from __future__ import annotations
 
+import re
 from dataclasses import dataclass
+from datetime import datetime, time, timedelta
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
@@ -42,7 +44,39 @@ def grid_request(backend: str, dry_run: bool, slurm_option: list[str] | None,
     opts = BackendOptions(backend=backend, slurm_options=parse_slurm_options(slurm_option or []),
                           wait=not no_wait, **options)
     check_backend(opts, dry_run)
+    if dry_run and opts.stop_by is not None:
+        raise UsageError("--stop-by does not apply to --dry-run: it starts nothing",
+                         hint="the listing's estimates say which cells fit")
     return GridRequest(opts, dry_run)
+
+
+_DURATION = re.compile(r"(?:(\d+)h)?(?:(\d+)m)?(?:(\d+)s)?")
+
+
+def parse_stop_by(raw: str | None, now: datetime | None = None) -> float | None:
+    """`--stop-by`: a clock time today (HH:MM, tomorrow once it has passed), a date and time
+    (2026-12-02T04:20), or a time from now (2h30m, 90m, 45s); as a Unix time."""
+    if raw is None:
+        return None
+    now = now or datetime.now()
+    text = raw.strip()
+    span = _DURATION.fullmatch(text)
+    if span and any(span.groups()):
+        h, m, sec = (int(g or 0) for g in span.groups())
+        return (now + timedelta(hours=h, minutes=m, seconds=sec)).timestamp()
+    try:
+        if re.fullmatch(r"\d{1,2}:\d{2}", text):
+            at = datetime.combine(now.date(), time.fromisoformat(text.zfill(5)))
+            return (at + timedelta(days=1) if at <= now else at).timestamp()
+        at = datetime.fromisoformat(text)
+    except ValueError:
+        at = None
+    if at is None:
+        raise UsageError(f"--stop-by {raw!r} is not a time", hint="give HH:MM, a date and time "
+                         "(2026-12-02T04:20) or a time from now (2h30m, 90m)")
+    if at <= now:
+        raise UsageError(f"--stop-by {raw!r} has passed", hint="give a time still to come")
+    return at.timestamp()
 
 
 def parse_slurm_options(raw: list[str]) -> dict[str, str]:
@@ -102,7 +136,8 @@ def _outcome_row(cell: Cell, o: CellOutcome, out: Path) -> dict[str, Any]:
 
 
 STYLE = {"done": "green", "failed": "red", "skipped": "red", "damaged": "red",
-         "todo": "yellow", "submitted": "cyan", "running": "cyan", "busy": "yellow"}
+         "todo": "yellow", "submitted": "cyan", "running": "cyan", "busy": "yellow",
+         "deferred": "yellow"}
 
 
 def _plan_table(rows: list[PlannedCell], backend: str) -> None:

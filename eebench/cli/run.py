@@ -100,8 +100,8 @@ def run_command(
         "(less padding; default: the config's, else off).", show_default=False)] = None,
     precision: Annotated[str | None, typer.Option(
         "--precision", help="Training precision: auto (default: bf16 where the device has it "
-        "natively, a CUDA GPU of compute capability 8.0+ or a CPU with AMX or AVX-512 BF16; else "
-        "fp32), fp32 or bf16 (autocast).", show_default=False)] = None,
+        "natively and fast, a CUDA GPU of compute capability 8.0+, a CPU with AMX or an AMD CPU "
+        "with AVX-512 BF16; else fp32), fp32 or bf16 (autocast).", show_default=False)] = None,
     max_eval_samples: Annotated[int | None, typer.Option(
         "--max-eval-samples", help="Evaluate on a seeded subset of N examples.",
         show_default=False)] = None,
@@ -159,6 +159,11 @@ def run_command(
     ray_address: Annotated[str | None, typer.Option(
         "--ray-address", help="Ray: attach to this cluster (default: start a local one).",
         show_default=False, rich_help_panel=BACKENDS)] = None,
+    stop_by: Annotated[str | None, typer.Option(
+        "--stop-by", help="Local: start no cell whose estimate (the dry run's) would end after "
+        "this time: HH:MM, a date and time, or a time from now (2h30m). A cell without an "
+        "estimate is not started either.", show_default=False, rich_help_panel=BACKENDS)
+    ] = None,
     json_out: bool = JsonOption,
 ) -> None:
     """Benchmark a method: train or reuse a checkpoint, sweep exits in one pass, count FLOPs, time.
@@ -206,13 +211,13 @@ def run_command(
     if not cfg.methods or not cfg.tasks:
         raise UsageError("say what to run: --method and --task, or a --config with methods "
                          "and tasks")
-    from eebench.cli.backends import grid_request
+    from eebench.cli.backends import grid_request, parse_stop_by
 
     request = grid_request(
         backend, dry_run, slurm_option, no_wait, max_parallel=max_parallel, retries=retries,
         rerun_failed=rerun_failed, cpus_per_job=cpus_per_job, gpus_per_job=gpus_per_job,
         partition=partition, time_limit=time_limit, account=account, exclusive=exclusive,
-        ray_address=ray_address)
+        ray_address=ray_address, stop_by=parse_stop_by(stop_by))
     # A grid skips the pairs a method cannot run; one pair named on the command line is refused.
     _run_grid(cfg, overwrite, json_out,
               skip_unrunnable=len(cfg.methods) * len(cfg.tasks) > 1 or not (method and task),
@@ -262,13 +267,20 @@ def _run_grid(cfg: BenchConfig, overwrite: bool, json_out: bool, skip_unrunnable
     if json_out:
         one = len(summaries) == 1 and len(grid.runs) == 1
         print_json(summaries[0] if one else summaries)
-    busy = result.cells_with("busy")
+    busy, deferred = result.cells_with("busy"), result.cells_with("deferred")
+    left = []
+    if deferred:
+        cell = deferred[0][0]
+        left.append(f"{len(deferred)} not started before --stop-by (e.g. {cell.label} on "
+                    f"{cell.config.task}, seed {cell.config.seed})")
     if busy:
         cell = busy[0][0]
+        left.append(f"{len(busy)} being run by another process (e.g. {cell.label} on "
+                    f"{cell.config.task}, seed {cell.config.seed})")
+    if left:
         raise EebenchError(
-            f"{len(busy)} of {len(result.cells)} cells are being run by another process (e.g. "
-            f"{cell.label} on {cell.config.task}, seed {cell.config.seed}); the rest is done",
-            hint="rerun the same command when it has finished: done cells are not run again")
+            f"{' and '.join(left)}, of {len(result.cells)} cells; the rest is done",
+            hint="rerun the same command later: done cells are not run again")
 
 
 QUALITY = ("ece", "consistency")  # per-point quality fields, where a point has them

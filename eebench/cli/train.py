@@ -91,9 +91,9 @@ def train_command(
     max_seq_length: Annotated[int, typer.Option("--max-seq-length")] = D.max_seq_length,
     seed: Annotated[int, typer.Option("--seed")] = D.seed,
     precision: Annotated[str, typer.Option(
-        "--precision", help="auto (bf16 where the device has it natively: a CUDA GPU of compute "
-        "capability 8.0+, a CPU with AMX or AVX-512 BF16; else fp32), fp32, or bf16 (forward "
-        "passes under bfloat16 autocast).")] = "auto",
+        "--precision", help="auto (bf16 where the device has it natively and fast: a CUDA GPU "
+        "of compute capability 8.0+, a CPU with AMX or an AMD CPU with AVX-512 BF16; else fp32), "
+        "fp32, or bf16 (forward passes under bfloat16 autocast).")] = "auto",
     group_by_length: Annotated[bool, typer.Option(
         "--group-by-length", help="Batch training rows of similar length (less padding).")
     ] = D.group_by_length,

@@ -91,7 +91,8 @@ class CellOutcome:
     retried it (Ray re-runs a task whose worker died), so the driver does not again."""
 
     key: str
-    status: Literal["done", "failed", "busy", "submitted", "running", "skipped"]
+    # deferred: not started, its estimate would end after `--stop-by` (`error` says why)
+    status: Literal["done", "failed", "busy", "submitted", "running", "skipped", "deferred"]
     attempts: int = 0
     seconds: float | None = None
     error: str | None = None

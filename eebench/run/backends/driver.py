@@ -39,12 +39,16 @@ class BackendOptions:
     exclusive: bool = False
     wait: bool = True
     ray_address: str | None = None
+    # local: start no cell whose estimate (`eebench run --dry-run`'s) would end after this Unix
+    # time; a cell without an estimate is not started either
+    stop_by: float | None = None
 
     # options that only one engine reads, by the flag that sets them
     SLURM_ONLY = {"partition": "--partition", "time_limit": "--time-limit",
                   "account": "--account", "slurm_options": "--slurm-option",
                   "exclusive": "--exclusive", "wait": "--no-wait"}
     RAY_ONLY = {"ray_address": "--ray-address"}
+    LOCAL_ONLY = {"stop_by": "--stop-by"}
     ENGINE_ONLY = {"max_parallel": "--max-parallel", "retries": "--retries",
                    "rerun_failed": "--rerun-failed", "cpus_per_job": "--cpus-per-job",
                    "gpus_per_job": "--gpus-per-job"}
@@ -58,11 +62,13 @@ def check_options(opts: BackendOptions) -> None:
     default = BackendOptions()
     foreign = {"local": {**BackendOptions.RAY_ONLY, **BackendOptions.SLURM_ONLY,
                          **BackendOptions.ENGINE_ONLY},
-               "slurm": BackendOptions.RAY_ONLY, "ray": BackendOptions.SLURM_ONLY}[opts.backend]
+               "slurm": {**BackendOptions.RAY_ONLY, **BackendOptions.LOCAL_ONLY},
+               "ray": {**BackendOptions.SLURM_ONLY, **BackendOptions.LOCAL_ONLY}}[opts.backend]
     for name, flag in foreign.items():
         if getattr(opts, name) != getattr(default, name):
             where = ("slurm" if name in BackendOptions.SLURM_ONLY else
-                     "ray" if name in BackendOptions.RAY_ONLY else "slurm or ray")
+                     "ray" if name in BackendOptions.RAY_ONLY else
+                     "local" if name in BackendOptions.LOCAL_ONLY else "slurm or ray")
             raise UsageError(f"{flag} does not apply to --backend {opts.backend}",
                              hint=f"it is an option of --backend {where}")
 

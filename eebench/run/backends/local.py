@@ -5,13 +5,15 @@ with two differences that suit working at a terminal: a cell that fails raises a
 cause and rerun the same command: finished cells are kept), so nothing is recorded as failed, and
 a cell that an earlier backend recorded as failed is simply run again. A cell whose run another
 process holds (two `eebench run` processes sharing a grid) comes back `busy`: the caller says so
-and does not exit 0.
+and does not exit 0. With `stop_by` (`eebench run --stop-by`), a cell still to do starts only if
+its estimate (the dry run's) ends by then; the others come back `deferred`, not started.
 """
 
 from __future__ import annotations
 
 import time
 from collections.abc import Callable
+from datetime import datetime
 from typing import Any
 
 from eebench.run.backends.cells import (
@@ -22,6 +24,7 @@ from eebench.run.backends.cells import (
     clear_error,
     execute_runs,
     run_options,
+    status,
 )
 from eebench.run.backends.driver import BackendOptions, Engine, Handle
 
@@ -32,9 +35,14 @@ class LocalEngine(Engine):
 
     def __init__(self, opts: BackendOptions, worker: WorkerOptions, say: Callable[[str], None],
                  console: Any = None, progress: Any = None,
-                 on_outcome: Callable[[Cell, CellOutcome], None] | None = None) -> None:
+                 on_outcome: Callable[[Cell, CellOutcome], None] | None = None,
+                 estimates: Callable[[], dict[str, float | None]] | None = None) -> None:
         super().__init__(opts, worker, say)
         self.console, self.progress, self.on_outcome = console, progress, on_outcome
+        # each cell's estimated seconds by key (`eebench.run.backends.plan`), read with stop_by
+        self.estimates = estimates
+        self._known: dict[str, float | None] | None = None
+        self._fresh = False  # no cell has finished since the estimates were read
 
     def start(self, handles: list[Handle]) -> None:
         """Nothing to submit: `wait` runs the cells."""
@@ -48,8 +56,18 @@ class LocalEngine(Engine):
             shift = f" trained on {rc.train_task}" if rc.train_task else ""
             heads = ("token heads" if rc.method_settings.get("unit") == "token"
                      else f"{rc.pooling} pooling")
+            late = self._late(cell)
+            if late is not None:
+                self.say(f"not started: {cell.label} on {rc.task} (seed {rc.seed}): {late}")
+                outcome = CellOutcome(cell.key, "deferred", h.attempt, error=late,
+                                      run_dir=str(cell_dir(cell, self.worker.out)))
+                outcomes[cell.key] = outcome
+                if self.on_outcome is not None:
+                    self.on_outcome(cell, outcome)
+                continue
             self.say(f"run {cell.label} on {rc.task}{shift} (seed {rc.seed}, {heads})")
             done = execute_runs(cell, opts)
+            self._fresh = False
             seconds = round(time.perf_counter() - started, 2)
             here = cell_dir(cell, self.worker.out)
             if done is None:
@@ -61,3 +79,26 @@ class LocalEngine(Engine):
             if self.on_outcome is not None:
                 self.on_outcome(cell, outcome)
         return outcomes
+
+    def _late(self, cell: Cell) -> str | None:
+        """Why the cell is not started before `stop_by` (None: it starts): its estimate ends
+        after it, or it has none. A finished cell always "runs" (it says it is done). The
+        estimates are read again when a cell lacks one and another has finished since: that
+        cell's run may be the one its estimate scales."""
+        deadline = self.opts.stop_by
+        if deadline is None or self.estimates is None:
+            return None
+        if not self.worker.overwrite and status(cell, self.worker.out) == "done":
+            return None
+        if self._known is None or (self._known.get(cell.key) is None and not self._fresh):
+            self._known, self._fresh = self.estimates(), True
+        seconds = self._known.get(cell.key)
+        by = datetime.fromtimestamp(deadline).strftime("%H:%M")
+        if seconds is None:
+            return (f"no estimate to tell whether it ends by {by} (no finished run of its "
+                    "method to go by)")
+        ends = time.time() + seconds
+        if ends > deadline:
+            return (f"its estimate, ~{seconds / 60:.0f} min, would end at "
+                    f"{datetime.fromtimestamp(ends).strftime('%H:%M')}, after {by}")
+        return None

@@ -1,0 +1,108 @@
+"""`eebench run --stop-by`: a local grid starts no cell whose estimate (the dry run's) would end
+after the time given, nor one without an estimate; what it leaves is listed, not started, and the
+command does not exit 0."""
+
+from __future__ import annotations
+
+import re
+import time
+from datetime import datetime
+from pathlib import Path
+
+import pytest
+
+from eebench import api
+from eebench.cli.backends import parse_stop_by
+from eebench.errors import UsageError
+from eebench.run.backends import BackendOptions
+from eebench.run.execute import run_dir_for
+from tests import tiny
+from tests.cli import invoke
+
+NOW = datetime(2026, 12, 2, 1, 30)
+
+
+@pytest.mark.parametrize(("raw", "expected"), [
+    ("2h30m", datetime(2026, 12, 2, 4, 0)),
+    ("90m", datetime(2026, 12, 2, 3, 0)),
+    ("45s", datetime(2026, 12, 2, 1, 30, 45)),
+    ("04:20", datetime(2026, 12, 2, 4, 20)),
+    ("4:20", datetime(2026, 12, 2, 4, 20)),
+    ("00:15", datetime(2026, 12, 3, 0, 15)),  # passed today: tomorrow's
+    ("2026-12-02T03:05", datetime(2026, 12, 2, 3, 5)),
+])
+def test_stop_by_reads_a_clock_time_a_date_and_time_or_a_time_from_now(raw, expected):
+    assert parse_stop_by(raw, NOW) == expected.timestamp()
+    assert parse_stop_by(None, NOW) is None
+
+
+@pytest.mark.parametrize(("raw", "says"), [("soon", "is not a time"), ("", "is not a time"),
+                                           ("25:00", "is not a time"),
+                                           ("2026-12-01T23:00", "has passed")])
+def test_stop_by_refuses_what_is_not_a_time_to_come(raw, says):
+    with pytest.raises(UsageError, match=says):
+        parse_stop_by(raw, NOW)
+
+
+@pytest.fixture(scope="module")
+def backbone(tmp_path_factory):
+    return tiny.save_tiny_backbone(tmp_path_factory.mktemp("tiny-bert"), num_layers=2)
+
+
+def _config(tmp_path: Path, backbone: Path, seeds: str) -> Path:
+    cfg = tmp_path / f"bench-{seeds.replace(',', '-')}.toml"
+    cfg.write_text(f'model = "{backbone}"\nmethods = ["pabee"]\ntasks = ["wnli"]\n'
+                   f'seeds = [{seeds}]\nmax_seq_length = 32\nmax_eval_samples = 10\n'
+                   f'out = "{tmp_path / "runs"}"\ncheckpoints = "{tmp_path / "ckpt"}"\n'
+                   '[train]\nmax_train_samples = 16\nepochs = 1\n[timing]\nenabled = false\n')
+    return cfg
+
+
+def _run(cfg: Path, data_dir: Path, *extra: object):
+    return invoke("run", "--config", cfg, "--data-dir", data_dir, "--json", *extra)
+
+
+def test_a_cell_without_an_estimate_or_past_the_time_is_not_started(tmp_path, backbone,
+                                                                     data_dir):
+    first = _config(tmp_path, backbone, "1")
+    [seed1] = api.expand(api.config(first)).runs
+    # Nothing has run: no estimate tells whether the cell ends in time, so it does not start.
+    result = _run(first, data_dir, "--stop-by", "2h")
+    assert result.exit_code == 1, result.output
+    assert "not started: pabee on wnli (seed 1): no estimate" in result.stderr
+    assert "1 not started before --stop-by (e.g. pabee on wnli, seed 1), of 1 cells" in \
+        result.stderr
+    assert not run_dir_for(seed1, tmp_path / "runs").exists()
+    assert _run(first, data_dir).exit_code == 0  # without --stop-by it runs
+    assert (run_dir_for(seed1, tmp_path / "runs") / "summary.json").exists()
+
+    # Seed 2 is estimated from seed 1's run (same model, method and task): it fits in 2 hours.
+    both = _config(tmp_path, backbone, "1, 2")
+    result = _run(both, data_dir, "--stop-by", "2h")
+    assert result.exit_code == 0, result.output
+    seed2 = api.expand(api.config(both)).runs[1]
+    assert (run_dir_for(seed2, tmp_path / "runs") / "summary.json").exists()
+
+    # Seed 3 would end after a stop a millisecond away: not started; the finished cells are
+    # still reported done.
+    cfg = api.config(_config(tmp_path, backbone, "1, 2, 3"))
+    lines: list[str] = []
+    outcome = api.run(cfg, backend=BackendOptions(stop_by=time.time() + 1e-3),
+                      data_dir=data_dir, say=lines.append)
+    assert [o.status for o in outcome.outcomes] == ["done", "done", "deferred"]
+    seed3 = outcome.cells[2]
+    assert re.fullmatch(r"its estimate, ~\d+ min, would end at \d\d:\d\d, after \d\d:\d\d",
+                        outcome.outcomes[2].error)
+    assert any(line.startswith("not started: pabee on wnli (seed 3)") for line in lines)
+    assert not run_dir_for(seed3.config, tmp_path / "runs").exists()
+
+
+@pytest.mark.parametrize(("extra", "says"), [
+    (["--backend", "slurm"], "--stop-by does not apply to --backend slurm"),
+    (["--backend", "ray"], "--stop-by does not apply to --backend ray"),
+    (["--dry-run"], "--stop-by does not apply to --dry-run"),
+])
+def test_stop_by_is_refused_where_it_would_be_ignored(tmp_path, backbone, data_dir, extra, says):
+    result = _run(_config(tmp_path, backbone, "1"), data_dir, "--stop-by", "2h", *extra)
+    assert result.exit_code == 2, result.output
+    assert says in result.stderr and "Traceback" not in result.output
