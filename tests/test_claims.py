@@ -10,7 +10,7 @@ import numpy as np
 import pytest
 
 from eebench.api.reports import Block, Context, Runs, build
-from eebench.api.reports.claims import measure, verdict
+from eebench.api.reports.claims import covers, measure, verdict
 from eebench.api.reports.full_models import full_scores
 from eebench.api.reports.published import Claim, load_published
 from eebench.errors import DataError
@@ -116,6 +116,27 @@ def test_a_speedup_the_method_never_reaches_or_a_method_not_run_is_said_so():
     assert "cannot be tested here" in verdict(_claim(speedup=top + 1), far, 1.0)
     assert measure(runs, _claim(method="berxit"))["status"] == "pending"
     assert verdict(_claim(), {"status": "pending"}, 1.0) == "not measured yet"
+
+
+def test_a_run_set_named_to_hold_some_methods_and_tasks_shows_a_dash_for_the_rest():
+    grid = Runs(folder="benchmarks/results/elue-minilm", methods=("static", "pabee"),
+                tasks=("elue-mrpc",))
+    assert covers(grid, _claim()) and covers(Runs(folder="x"), _claim(method="berxit"))
+    assert not covers(grid, _claim(method="berxit"))  # a method the grid does not run
+    assert not covers(grid, _claim(against="deebert"))  # nor the one it is set against
+    assert not covers(grid, _claim(measured_on="rte"))  # no task of the claim's
+    block = Block(name="c", kind="claims", marker="c", runs={"m": grid},
+                  options={"file": "leaderboard/published.toml", "models": {"MiniLM-L6": "m"}},
+                  text={"body": "{table}", "none": "none"})
+    rows = [line for line in build(block, Context(root=ROOT, write=False)).splitlines()
+            if line.startswith("|")][2:]  # under the header and its rule
+    claims = load_published(PUBLISHED).claim
+    for row, claim in zip(rows, claims, strict=True):
+        cell = row.split("|")[4].strip()
+        if not covers(grid, claim):
+            assert cell == "–", row
+        elif claim.measured_on:
+            assert cell not in ("–", "not run yet"), row  # PABEE on ELUE MRPC is in
 
 
 def test_the_verdict_says_within_noise_for_the_tolerance_or_two_seed_deviations():

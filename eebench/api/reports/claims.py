@@ -12,7 +12,7 @@ from __future__ import annotations
 import math
 from typing import Any
 
-from eebench.api.reports.core import Block, Context, kind
+from eebench.api.reports.core import Block, Context, Runs, kind
 from eebench.api.reports.fmt import markdown, pm_over, title
 from eebench.api.reports.full_models import DASH, full_point
 from eebench.api.reports.published import Claim, load_published
@@ -125,12 +125,23 @@ def verdict(claim: Claim, got: dict[str, Any], tolerance: float) -> str:
     return "within noise" if got["change"] >= claim.change - allowed else "disagrees"
 
 
+def covers(spec: Runs, claim: Claim) -> bool:
+    """Whether a run set named to hold some methods or tasks only (its grid's) can ever measure
+    the claim: its method (and the one it is set against) among them, and one of its tasks."""
+    wanted = {claim.method, *([claim.against] if claim.against else [])}
+    if spec.methods and not wanted <= set(spec.methods):
+        return False
+    return not spec.tasks or bool(set(claim.measured_on) & set(spec.tasks))
+
+
 @kind("claims")
 def claims(block: Block, ctx: Context) -> dict:
     """Options: `file` (the claims), `models` (display name -> run set key; the first with a
-    measurement gives the verdict), `tolerance` (points)."""
+    measurement gives the verdict), `tolerance` (points). A run set that names its methods or
+    tasks (its grid's) shows a dash for a claim it does not cover, not "not run yet"."""
     published = load_published(ctx.path(block.options["file"]))
-    runs = {name: ctx.runs(block.runs[key]) for name, key in block.options["models"].items()}
+    specs = {name: block.runs[key] for name, key in block.options["models"].items()}
+    runs = {name: ctx.runs(spec) for name, spec in specs.items()}
     tolerance = float(block.options.get("tolerance", 1.0))
     rows, notes = [], []
     for n, claim in enumerate(published.claim, 1):
@@ -139,6 +150,9 @@ def claims(block: Block, ctx: Context) -> dict:
                    title(t) for t in claim.measured_on) or DASH}
         said = None
         for name, got_runs in runs.items():
+            if not covers(specs[name], claim):
+                row[name] = DASH
+                continue
             got = measure(got_runs, claim)
             row[name] = {"measured": got.get("cell"), "pending": "not run yet",
                          "no task": DASH}.get(got["status"], f"max {got.get('top', 0):.2f}×")
@@ -155,4 +169,4 @@ def claims(block: Block, ctx: Context) -> dict:
     return {"table": markdown(rows), "notes": "\n".join(notes), "tolerance": f"{tolerance:g}"}
 
 
-__all__ = ["measure", "verdict"]
+__all__ = ["covers", "measure", "verdict"]
