@@ -268,19 +268,19 @@ def _run_grid(cfg: BenchConfig, overwrite: bool, json_out: bool, skip_unrunnable
         one = len(summaries) == 1 and len(grid.runs) == 1
         print_json(summaries[0] if one else summaries)
     busy, deferred = result.cells_with("busy"), result.cells_with("deferred")
-    left = []
-    if deferred:
-        cell = deferred[0][0]
-        left.append(f"{len(deferred)} not started before --stop-by (e.g. {cell.label} on "
-                    f"{cell.config.task}, seed {cell.config.seed})")
+    left, n = [], len(result.cells)
     if busy:
         cell = busy[0][0]
-        left.append(f"{len(busy)} being run by another process (e.g. {cell.label} on "
-                    f"{cell.config.task}, seed {cell.config.seed})")
+        left.append(f"{len(busy)} of {n} cells are being run by another process (e.g. "
+                    f"{cell.label} on {cell.config.task}, seed {cell.config.seed})")
+    if deferred:
+        cell = deferred[0][0]
+        left.append(f"{len(deferred)} of {n} cells were not started before --stop-by (e.g. "
+                    f"{cell.label} on {cell.config.task}, seed {cell.config.seed})")
     if left:
-        raise EebenchError(
-            f"{' and '.join(left)}, of {len(result.cells)} cells; the rest is done",
-            hint="rerun the same command later: done cells are not run again")
+        when = "when it has finished" if busy else "later"
+        raise EebenchError(f"{'; '.join(left)}; the rest is done",
+                           hint=f"rerun the same command {when}: done cells are not run again")
 
 
 QUALITY = ("ece", "consistency")  # per-point quality fields, where a point has them
