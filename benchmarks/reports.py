@@ -177,7 +177,7 @@ BLOCKS = [
           runs={"main": MINILM, "rules": Runs(folder=f"{RESULTS}/elue-minilm-rules"),
                 "test": Runs(folder=f"{RESULTS}/elue-minilm-test")},
           text={"body": ELUE_PAGE, "task": ELUE_TASK,
-                "rules": "From {n} runs in `benchmarks/results/elue-minilm-rules/`.\n\n{table}",
+                "rules": "From {n:~run} in `benchmarks/results/elue-minilm-rules/`.\n\n{table}",
                 "no_rules": "(no rule runs yet: benchmarks/elue_minilm.sh runs them)"},
           options={"config": "benchmarks/elue-minilm.toml", "reference": REFERENCE,
                    "reference_name": "minilm-l6-static", "figures": "docs/figures/results",
@@ -252,7 +252,7 @@ reference.
                    "column": "layer {k}"}),
     Block(name="quality", kind="quality", marker="quality", runs={"main": MINILM},
           options={"half": 50.0}, text={"body": """\
-Built by `python benchmarks/report_quality.py` from the {n_runs} committed runs above (seeds
+Built by `python benchmarks/report_quality.py` from the {n_runs:~committed run} above (seeds
 {seeds}), computed from their stored per-sample arrays; every cell is the mean ± std over seeds.
 Definitions: [scoring.md](scoring.md#quality-of-the-exited-predictions). Parameters (ELUE's
 buckets): {buckets}.
@@ -310,7 +310,7 @@ unless given):
                 "elue": "**ELUE score against each model's own static curve (points, dev)**"
                         "\n\n{table}",
                 "body": """\
-Built by `python benchmarks/report_elue_mpnet.py` from {n_runs} MPNet-base runs of
+Built by `python benchmarks/report_elue_mpnet.py` from {n_runs:~MPNet-base run} of
 `benchmarks/elue-mpnet.toml` (one seed, 2,000 training examples, 2 epochs, lr 5e-5, bf16, 64
 tokens for ELUE SST-2 and 128 for SciTail) and the MiniLM-L6 benchmark's runs of the same tasks
 (three seeds; 2,500 and 2,000 training examples). CPU only.
@@ -399,7 +399,7 @@ words were decided; the share of words decided before the last layer)
 
 {words}""",
                 "body": """\
-Built by `python benchmarks/report.py --block ner` from {n_runs} runs of
+Built by `python benchmarks/report.py --block ner` from {n_runs:~run} of
 `benchmarks/ner-minilm.toml` (`bash benchmarks/ner_minilm.sh`; seeds {seeds}):
 `benchmarks/results/ner-minilm` (static k = 1..6, DeeBERT's two stages with the survey's
 mean-entropy exit, SENTEE's joint training and exit) and `ner-minilm-tokee` (TOKEE swept on the
@@ -450,7 +450,7 @@ WNUT-17, whose entities are rare and new."""}),
                 "elue": "**ELUE score against each run set's own static curve (points, dev)**"
                         "\n\n{table}",
                 "body": """\
-Built by `python benchmarks/report.py --block minilm-recipes` from {n_runs} runs of
+Built by `python benchmarks/report.py --block minilm-recipes` from {n_runs:~run} of
 `benchmarks/minilm-recipes.toml` (`bash benchmarks/minilm_recipes.sh`): MiniLM-L6 on every
 training example of RTE, MRPC, STS-B and CoLA (MRPC and STS-B as ELUE's copies) with the recipe
 the search chose per task (learning rate and epochs, on dev; the config says which), static
@@ -595,7 +595,7 @@ the full model (STS-B 86.2 against 85.8, MRPC 82.2 against 84.6, CoLA 28.1 again
                    "task": "elue-sst2", "methods": ["static", "deebert", "pabee", "elasticbert"],
                    "figure": "docs/figures/published/elasticbert-sst2.png"},
           text={"none": "No finished static run of the task yet.", "body": f"""\
-Built by `python benchmarks/report.py --block elasticbert-curve` from {{n_runs}} runs of
+Built by `python benchmarks/report.py --block elasticbert-curve` from {{n_runs:~run}} of
 {TWELVE_SAID}. ElasticBERT-base's curve is ELUE's reference, on ELUE's withheld test set
 ({{source}}); eebench's points are on the dev set, so the two are set side by side, not scored
 against each other. FLOPs per sample at each sample's real length, as ELUE counts them; a full

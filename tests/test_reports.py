@@ -41,6 +41,9 @@ def test_markdown_cells_are_text_as_written_unless_numbers_are_parsed():
 
 def test_page_unwraps_paragraphs_then_fills_in():
     assert page("one\ntwo {x}\n\n{table}", x=1, table="a\nb") == "one two 1\n\na\nb"
+    assert page("{n:.1f} from {n:~run} of {m:~MPNet-base run}", n=1, m=6) == \
+        "1.0 from 1 run of 6 MPNet-base runs"
+    assert page("{n:~cell}", n=0) == "0 cells"
 
 
 BLOCK = Block(name="t", kind="test-kind", marker="t", doc="doc.md",

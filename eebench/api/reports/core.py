@@ -8,6 +8,7 @@ with `test` runs and an `export` folder exports their ELUE test files when asked
 
 from __future__ import annotations
 
+import string
 from collections.abc import Callable, Iterable
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -92,9 +93,20 @@ class Context:
         return self.root / relative
 
 
+class _Counts(string.Formatter):
+    """str.format, and `{n:~run}` for a count and its noun: "1 run", "6 runs"."""
+
+    def format_field(self, value: Any, format_spec: str) -> str:
+        if format_spec.startswith("~"):
+            return f"{value} {format_spec[1:]}{'' if value == 1 else 's'}"
+        return super().format_field(value, format_spec)
+
+
 def page(template: str, **values) -> str:
-    """`template` with each paragraph on one line, then filled in."""
-    return "\n\n".join(" ".join(p.splitlines()) for p in template.split("\n\n")).format(**values)
+    """`template` with each paragraph on one line, then filled in (`{n:~run}`: "1 run", "6
+    runs")."""
+    text = "\n\n".join(" ".join(p.splitlines()) for p in template.split("\n\n"))
+    return _Counts().vformat(text, (), values)
 
 
 def build(block: Block, ctx: Context) -> str:
