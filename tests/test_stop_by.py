@@ -107,3 +107,26 @@ def test_stop_by_is_refused_where_it_would_be_ignored(tmp_path, backbone, data_d
     result = _run(_config(tmp_path, backbone, "1"), data_dir, "--stop-by", "2h", *extra)
     assert result.exit_code == 2, result.output
     assert says in result.stderr and "Traceback" not in result.output
+
+
+def test_the_estimates_are_read_again_after_each_cell_that_ran(tmp_path, backbone, data_dir,
+                                                               monkeypatch):
+    """Each cell still to do is weighed on estimates read after the last cell this process ran:
+    they count what that run took and the steps other processes have trained since."""
+    import eebench.run.backends as backends
+
+    assert _run(_config(tmp_path, backbone, "1"), data_dir).exit_code == 0
+    real, reads = backends.plan, []
+
+    def plan(cells, *args, **kwargs):
+        rows = real(cells, *args, **kwargs)
+        reads.append({r.key: r.status for r in rows})
+        return rows
+
+    monkeypatch.setattr(backends, "plan", plan)
+    cfg = api.config(_config(tmp_path, backbone, "1, 2, 3"))
+    done = api.run(cfg, backend=BackendOptions(stop_by=time.time() + 3600), data_dir=data_dir)
+    assert [o.status for o in done.outcomes] == ["done"] * 3
+    seed2, seed3 = (c.key for c in done.cells[1:])
+    # none for seed 1 (finished), one before seed 2, one before seed 3 (seed 2 now done)
+    assert [(r[seed2], r[seed3]) for r in reads] == [("todo", "todo"), ("done", "todo")]

@@ -83,14 +83,15 @@ class LocalEngine(Engine):
     def _late(self, cell: Cell) -> str | None:
         """Why the cell is not started before `stop_by` (None: it starts): its estimate ends
         after it, or it has none. A finished cell always "runs" (it says it is done). The
-        estimates are read again when a cell lacks one and another has finished since: that
-        cell's run may be the one its estimate scales."""
+        estimates are read again once a cell has finished since they were: that run may be the
+        one a cell's estimate scales, and the models other processes train meanwhile leave it
+        fewer steps (a busy cell it would help)."""
         deadline = self.opts.stop_by
         if deadline is None or self.estimates is None:
             return None
         if not self.worker.overwrite and status(cell, self.worker.out) == "done":
             return None
-        if self._known is None or (self._known.get(cell.key) is None and not self._fresh):
+        if self._known is None or not self._fresh:
             self._known, self._fresh = self.estimates(), True
         seconds = self._known.get(cell.key)
         by = datetime.fromtimestamp(deadline).strftime("%H:%M")
