@@ -44,9 +44,6 @@ def grid_request(backend: str, dry_run: bool, slurm_option: list[str] | None,
     opts = BackendOptions(backend=backend, slurm_options=parse_slurm_options(slurm_option or []),
                           wait=not no_wait, **options)
     check_backend(opts, dry_run)
-    if dry_run and opts.stop_by is not None:
-        raise UsageError("--stop-by does not apply to --dry-run: it starts nothing",
-                         hint="the listing's estimates say which cells fit")
     return GridRequest(opts, dry_run)
 
 

@@ -80,6 +80,9 @@ def check_backend(opts: BackendOptions, dry_run: bool = False) -> None:
     from eebench.run.backends.resources import check_gpus, check_reachable, check_slurm_text
 
     check_options(opts)
+    if dry_run and opts.stop_by is not None:
+        raise UsageError("--stop-by does not apply to --dry-run: it starts nothing",
+                         hint="the listing's estimates say which cells fit")
     check_slurm_text(opts)  # a newline would end its #SBATCH line in the job script
     if not dry_run:  # a listing asks nothing of the machines
         check_gpus(opts)
