@@ -354,6 +354,45 @@ def test_a_cell_without_a_sibling_is_estimated_from_the_same_method_on_another_t
     assert got["e"] == got["f"] == got["g"] == (None, None, False)
 
 
+def test_a_grid_narrowed_to_other_tasks_is_estimated_from_the_runs_it_leaves_out(
+        tmp_path, backbone, data_dir):
+    """`--task` narrows the grid to a task nothing has run on yet: PABEE's finished RTE run under
+    the same --out still estimates PABEE on MRPC (scaled by training steps: 5 each, so as it
+    is), which `--stop-by` needs to start it; DeeBERT, with no finished run, gets none."""
+    [pabee, _] = expand(load_config(_grid(tmp_path, backbone))).runs
+    backend_cells.fake_run(Cell((pabee,)), WorkerOptions(out=str(tmp_path / "dry" / "runs"),
+                                                         checkpoints=str(tmp_path / "ckpt")))
+    result = _cli(tmp_path, backbone, data_dir, "dry", "--dry-run", "--task", "mrpc")
+    assert result.exit_code == 0, result.output
+    rows = {r["method"]: r for r in json.loads(result.stdout)}
+    assert {r["task"] for r in rows.values()} == {"mrpc"}
+    assert (rows["pabee"]["train_steps"], rows["pabee"]["estimate_from"]) == (5, pabee.key())
+    assert rows["pabee"]["estimate_seconds"] == pytest.approx(0.1)
+    assert rows["pabee"]["estimate_scaled"] is True
+    assert rows["deebert"]["estimate_seconds"] is None
+
+
+def test_runs_left_out_of_the_grid_count_only_where_the_grid_has_no_run_of_the_method():
+    """`beside` (the runs under --out that the grid leaves out) is asked only for a row whose
+    model and method have no finished cell in the grid, and scales like one."""
+    from eebench.run.backends.plan import PlannedCell, _Finished, _scale_estimates
+
+    done = PlannedCell("pabee", "rte", 1, "a", "done", 100, 600.0, "a")
+    rows = [done, PlannedCell("pabee", "sst2", 1, "b", "todo", 300, None, None),
+            PlannedCell("deebert", "sst2", 1, "c", "todo", 300, None, None)]
+    asked = []
+
+    def beside(i):
+        asked.append(i)
+        return [_Finished("z", 150, 1000.0, 500.0)]
+
+    _scale_estimates(rows, ["m"] * 3, beside)
+    assert asked == [2]
+    assert (rows[1].estimate_seconds, rows[1].estimate_from) == (pytest.approx(1800.0), "a")
+    assert (rows[2].estimate_seconds, rows[2].estimate_from) == (pytest.approx(1500.0), "z")
+    assert rows[2].estimate_train_seconds == pytest.approx(1000.0)
+
+
 def test_a_scaled_estimate_scales_training_by_steps_and_carries_the_rest_over():
     """Where the finished cell recorded its training time, only that part scales with the steps:
     the rest (the sweep's real inference and timing on a fixed-size subset) is carried over."""

@@ -6,8 +6,9 @@ it trains), the steps still to take (a model whose checkpoint under the grid's `
 finished costs none, whichever cell trained it: the cascade reuses static's models; an unfinished
 one costs what is left of it; known where the training split is on disk), and,
 where a run of the same model, method and task has finished under the same `--out`, its recorded
-wall time as a rough estimate; else a finished cell of the grid with the same model and method on
-another task, its training time scaled by the ratio of training steps and the rest of its wall
+wall time as a rough estimate; else a finished run of the same model and method on another task
+(a cell of the grid, or a run under the same `--out` that the grid leaves out, as a `--task`
+filter does), its training time scaled by the ratio of training steps and the rest of its wall
 time carried over as it is: that rest is mostly the sweep's real inference and timing, on a
 subset of fixed size (`[timing] samples`) for each point of the same sweep, whatever the task;
 the one full pass over the evaluated split, which does grow with it, is a small part. A run
@@ -18,15 +19,19 @@ is the larger of the two, all of it scaled by steps.
 from __future__ import annotations
 
 import math
+from collections.abc import Callable
 from dataclasses import asdict, dataclass
 from functools import cache
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from eebench.errors import DataError, EebenchError
 from eebench.io import read_json
 from eebench.run.artifacts import SUMMARY_FILE
 from eebench.run.backends.cells import Cell, cell_dir, read_error, status
+
+if TYPE_CHECKING:
+    from eebench.run.artifacts import RunConfig
 
 
 @dataclass
@@ -76,22 +81,41 @@ def plan(cells: list[Cell], out: Path, data_dir: Path | None,
         rows.append(PlannedCell(
             cell.label, rc.task, rc.seed, cell.key, state, total, seconds, source, error,
             str(cell_dir(cell, out)), estimate_train_seconds=trained, train_steps_left=left))
-    _scale_estimates(rows, [cell.config.model for cell in cells])
+    keys = {r.key for r in rows}
+    _scale_estimates(rows, [cell.config.model for cell in cells], lambda i: _finished_beside(
+        cells[i], out, data_dir, checkpoints, keys))
     return rows
 
 
-def _scale_estimates(rows: list[PlannedCell], models: list[str]) -> None:
-    """A cell without an estimate takes that of a finished cell of the same model and method on
+@dataclass
+class _Finished:
+    """A finished run that a cell's estimate can be scaled from."""
+
+    key: str
+    train_steps: int
+    estimate_seconds: float
+    estimate_train_seconds: float | None
+
+
+def _scale_estimates(rows: list[PlannedCell], models: list[str],
+                     beside: Callable[[int], list[_Finished]] | None = None) -> None:
+    """A cell without an estimate takes that of a finished run of the same model and method on
     another task (the nearest in training steps): its training time scaled by the ratio of the
     steps still to take (all of them where that is unknown) to its steps, and the rest as it is
-    (all of it scaled by steps where its training time is unknown)."""
+    (all of it scaled by steps where its training time is unknown). Those runs are the grid's
+    finished cells, and where none is of the cell's model and method, `beside(i)`'s for row i:
+    the runs finished under the grid's `out` on other tasks (a grid narrowed to some tasks still
+    has the others' runs)."""
     # a cell's own finished run (its test-split twins may be still to do: --test-out)
     done = [(m, r) for m, r in zip(models, rows) if r.status in ("done", "todo")
             and r.train_steps and r.estimate_seconds is not None and r.estimate_from == r.key]
-    for model, row in zip(models, rows):
+    for i, (model, row) in enumerate(zip(models, rows)):
         if row.estimate_seconds is not None or not row.train_steps:
             continue
-        like = [r for m, r in done if m == model and r.method == row.method]
+        like: list[PlannedCell] | list[_Finished] = [
+            r for m, r in done if m == model and r.method == row.method]
+        if not like and beside is not None:
+            like = beside(i)
         if like:
             near = min(like, key=lambda r: abs(math.log(row.train_steps / r.train_steps)))
             left = row.train_steps if row.train_steps_left is None else row.train_steps_left
@@ -105,12 +129,43 @@ def _scale_estimates(rows: list[PlannedCell], models: list[str]) -> None:
             row.estimate_from, row.estimate_scaled = near.key, True
 
 
+def _finished_beside(cell: Cell, out: Path, data_dir: Path | None, checkpoints: Path | None,
+                     grid_keys: set[str]) -> list[_Finished]:
+    """The finished runs under `out` of the cell's model and method on the other tasks, the
+    grid's own cells left out (a damaged or unreadable one gives nothing), with their training
+    steps counted as the grid's own are."""
+    from eebench.io import read_model
+    from eebench.run.artifacts import CONFIG_FILE, RunConfig
+
+    task_dir = cell_dir(cell, out).parent
+    found = []
+    for summary in sorted(task_dir.parent.glob(f"*/*/{SUMMARY_FILE}")):
+        run_dir = summary.parent
+        if run_dir.parent == task_dir or run_dir.name in grid_keys:
+            continue
+        seconds, trained, _ = _recorded(run_dir)
+        if seconds is None:
+            continue
+        try:
+            rc = read_model(run_dir / CONFIG_FILE, RunConfig)
+        except EebenchError:
+            continue
+        exact = None if checkpoints is None else steps_left(Cell((rc,)), data_dir, checkpoints)
+        steps = exact[0] if exact is not None else _steps(rc, data_dir)
+        if steps:
+            found.append(_Finished(run_dir.name, steps, seconds, trained))
+    return found
+
+
 def train_steps(cell: Cell, data_dir: Path | None) -> int | None:
     """Optimizer steps to train every model of the cell (its other rules' runs and its in-domain
     twins read the same training, counted once)."""
+    return _steps(cell.config, data_dir)
+
+
+def _steps(rc: RunConfig, data_dir: Path | None) -> int | None:
     from eebench.methods.base import get_method
 
-    rc = cell.config
     if rc.weights is not None:  # weights made elsewhere: nothing trains
         return 0
     train = rc.train
@@ -197,19 +252,28 @@ def _estimate(cell: Cell, out: Path) -> tuple[float | None, float | None, str | 
     candidates = [here] + sorted((p for p in here.parent.glob("*") if p != here),
                                  key=lambda p: p.stat().st_mtime, reverse=True)
     for run_dir in candidates:
-        summary = run_dir / SUMMARY_FILE
-        if not summary.is_file():
-            continue
-        try:
-            data = read_json(summary)
-        except EebenchError:  # a damaged sibling gives no estimate
-            continue
-        seconds = data.get("wall_seconds") if isinstance(data, dict) else None
-        if isinstance(seconds, (int, float)):
-            trained = data.get("train_seconds")  # a resumed run's training took longer
-            if not isinstance(trained, (int, float)):
-                return float(seconds), None, run_dir.name
-            if trained > seconds:
-                return float(trained), None, run_dir.name
-            return float(seconds), float(trained), run_dir.name
+        seconds, trained, name = _recorded(run_dir)
+        if seconds is not None:
+            return seconds, trained, name
     return None, None, None
+
+
+def _recorded(run_dir: Path) -> tuple[float | None, float | None, str | None]:
+    """A finished run's recorded wall time and the part of it spent training (None: not
+    finished, damaged, or no record; the training part None where unknown or resumed)."""
+    summary = run_dir / SUMMARY_FILE
+    if not summary.is_file():
+        return None, None, None
+    try:
+        data = read_json(summary)
+    except EebenchError:  # a damaged sibling gives no estimate
+        return None, None, None
+    seconds = data.get("wall_seconds") if isinstance(data, dict) else None
+    if not isinstance(seconds, (int, float)):
+        return None, None, None
+    trained = data.get("train_seconds")  # a resumed run's training took longer
+    if not isinstance(trained, (int, float)):
+        return float(seconds), None, run_dir.name
+    if trained > seconds:
+        return float(trained), None, run_dir.name
+    return float(seconds), float(trained), run_dir.name
