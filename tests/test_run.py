@@ -493,3 +493,34 @@ def test_paired_timing_alternates_the_full_model_and_the_point_batch_by_batch(mo
     assert decisions == ["decisions"]
     assert [(t.mode, t.batch_size, len(t.raw_ms)) for t in timings] == [
         ("dynamic", 1, 3), ("full", 1, 3)]
+
+
+def test_without_timing_real_inference_runs_once_unwarmed_at_the_largest_batch_size(
+        monkeypatch):
+    """`--no-timing` (the test-split runs of --test-out): the check against the simulation needs
+    one pass, at the batch size whose batched exit it exercises; no warm-up, no other sizes."""
+    import torch
+
+    import eebench.run.evaluate as E
+    from eebench.run.config import TimingConfig
+
+    sizes: list[int] = []
+    monkeypatch.setattr(E, "_batches", lambda enc, subset, bs: sizes.append(bs) or [{}] * 2)
+    calls: list[str] = []
+
+    def infer(feed, timer):
+        calls.extend("infer" for _ in feed)
+        return "decisions"
+
+    timing = TimingConfig(enabled=False, samples=3, batch_sizes=[1, 32, 8], warmup=2, repeats=3)
+    timings, decisions = E.timed_inference(
+        torch.nn.Linear(1, 1), None, np.arange(3), timing, False,
+        warm=lambda b: calls.append("warm"), infer=infer)
+    assert sizes == [32] and calls == ["infer", "infer"] and decisions == ["decisions"]
+    assert [t.batch_size for t in timings] == [32]  # what the caller drops: nothing is timed
+    timed = TimingConfig(samples=3, batch_sizes=[1, 32], warmup=1)
+    sizes.clear()
+    calls.clear()
+    _, decisions = E.timed_inference(torch.nn.Linear(1, 1), None, np.arange(3), timed, False,
+                                     warm=lambda b: calls.append("warm"), infer=infer)
+    assert sizes == [1, 32] and calls.count("warm") == 2 and len(decisions) == 2

@@ -110,7 +110,8 @@ def run_command(
         show_default=False)] = None,
     no_timing: Annotated[bool, typer.Option(
         "--no-timing", help="Skip wall-time measurement (the --time-samples samples still check "
-        "real dynamic inference against the simulation).")] = False,
+        "real dynamic inference against the simulation, once, at the largest batch size).")
+    ] = False,
     paired_timing: Annotated[bool, typer.Option(
         "--paired-timing", help="Time the full model beside each point, batch by batch, not "
         "once per model: ratios that a change in the machine's load does not skew (a config's "

@@ -252,7 +252,11 @@ def timed_inference(model, enc, subset: np.ndarray, timing: TimingConfig, full: 
 
     With `beside` (the full model on one batch), the full model is timed on each batch just
     before `infer` times it, so the two alternate batch by batch and share the machine's load;
-    its timings (mode "full") follow the others. Peak memory is then of the two together."""
+    its timings (mode "full") follow the others. Peak memory is then of the two together.
+
+    With timing off, `infer` runs once, unwarmed, at the largest batch size only: the check
+    against the simulation, whose batched exit (samples of one batch leaving at different
+    layers) that batch size exercises; a run's batch sizes are for its timings."""
     from eebench.measure.timing import (
         Stopwatch,
         device_description,
@@ -271,9 +275,10 @@ def timed_inference(model, enc, subset: np.ndarray, timing: TimingConfig, full: 
             latency_ms=watch.summary(), throughput=len(subset) / total_s if total_s > 0 else None,
             peak_memory_mb=peak, raw_ms=[round(x, 4) for x in watch.raw_ms])
 
-    for bs in timing.batch_sizes:
+    batch_sizes = timing.batch_sizes if timing.enabled else [max(timing.batch_sizes)]
+    for bs in batch_sizes:
         batches = [{k: v.to(device) for k, v in b.items()} for b in _batches(enc, subset, bs)]
-        for b in batches[: timing.warmup]:
+        for b in batches[: timing.warmup if timing.enabled else 0]:
             if beside is not None:
                 beside(b)
             warm(b)
