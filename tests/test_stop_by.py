@@ -130,3 +130,59 @@ def test_the_estimates_are_read_again_after_each_cell_that_ran(tmp_path, backbon
     seed2, seed3 = (c.key for c in done.cells[1:])
     # none for seed 1 (finished), one before seed 2, one before seed 3 (seed 2 now done)
     assert [(r[seed2], r[seed3]) for r in reads] == [("todo", "todo"), ("done", "todo")]
+
+
+def test_estimates_from_runs_finished_elsewhere_go_at_this_machines_measured_pace(monkeypatch):
+    """Training here took twice what the estimates' run took for as many steps: a later estimate
+    from a run that finished before the process started doubles; one from a run finished since
+    (on this machine) is taken as it is."""
+    import eebench.run.backends.pace as P
+    from eebench.run.backends.plan import PlannedCell
+
+    pace = P.Pace(started=1000.0)
+
+    def row(written: float, trained: float | None = 100.0) -> PlannedCell:
+        return PlannedCell("pabee", "rte", 1, "k", "todo", train_steps=10,
+                           estimate_seconds=300.0, estimate_from="s",
+                           estimate_train_seconds=trained, estimate_written=written)
+
+    elsewhere, here = row(written=500.0), row(written=2000.0)
+    assert P.seconds_per_step(elsewhere) == 10.0
+    assert pace.factor is None and pace.estimate(elsewhere) == 300.0  # nothing measured yet
+    assert pace.watch(None, here, None, Path()) is None  # already this machine's pace
+    assert pace.watch(None, row(500.0, trained=None), None, Path()) is None  # no training part
+    progress = iter([{Path("a"): (0, 0.0), Path("b"): (4, 50.0)},
+                     {Path("a"): (6, 120.0), Path("b"): (8, 130.0), Path("c"): (0, 0.0)}])
+    monkeypatch.setattr(P, "_progress", lambda cell, data_dir, checkpoints: next(progress))
+    pace.watch(None, elsewhere, None, Path())()
+    # 10 steps trained meanwhile (6 of a, 4 more of b) in 200 s, where the run took 10 s a step
+    assert pace.factor == 2.0
+    assert pace.estimate(elsewhere) == 600.0 and pace.estimate(here) == 300.0
+
+
+def test_a_grid_defers_a_cell_that_this_machines_pace_puts_after_the_stop(
+        tmp_path, backbone, data_dir, monkeypatch):
+    """Every estimate's run is taken as made elsewhere, training a million times faster than
+    here: seed 2 runs on its estimate (seed 1's run), and this machine's pace, measured on it,
+    puts seed 3 past the stop an hour away; the line says why."""
+    import eebench.run.backends as backends
+
+    assert _run(_config(tmp_path, backbone, "1"), data_dir).exit_code == 0
+    real = backends.plan
+
+    def plan(cells, *args, **kwargs):
+        rows = real(cells, *args, **kwargs)
+        for r in rows:
+            if r.estimate_train_seconds:
+                r.estimate_written, r.estimate_train_seconds = 0.0, 1e-6 * r.train_steps
+        return rows
+
+    monkeypatch.setattr(backends, "plan", plan)
+    cfg = api.config(_config(tmp_path, backbone, "1, 2, 3"))
+    lines: list[str] = []
+    done = api.run(cfg, backend=BackendOptions(stop_by=time.time() + 3600), data_dir=data_dir,
+                   say=lines.append)
+    assert [o.status for o in done.outcomes] == ["done", "done", "deferred"]
+    assert re.fullmatch(r"its estimate, ~\d+ min at this machine's pace so far \(\S+x the "
+                        r"recorded runs'\), would end at \d\d:\d\d, after \d\d:\d\d",
+                        done.outcomes[2].error), done.outcomes[2].error

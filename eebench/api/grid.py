@@ -133,7 +133,7 @@ def run(cfg: BenchConfig, *, backend: str | BackendOptions = "local",
     if local and opts.stop_by is not None:  # what each cell still to do would take
         from eebench.run.backends import plan as plan_cells
 
-        extra["estimates"] = lambda: {r.key: r.estimate_seconds for r in plan_cells(
+        extra["estimates"] = lambda: {r.key: r for r in plan_cells(
             cells, out, data, checkpoints=Path(cfg.checkpoints).resolve())}
     outcomes = run_cells(cells, opts, worker, say, **extra)
     return RunResult(grid, cells, outcomes, out)

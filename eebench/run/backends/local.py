@@ -6,7 +6,8 @@ cause and rerun the same command: finished cells are kept), so nothing is record
 a cell that an earlier backend recorded as failed is simply run again. A cell whose run another
 process holds (two `eebench run` processes sharing a grid) comes back `busy`: the caller says so
 and does not exit 0. With `stop_by` (`eebench run --stop-by`), a cell still to do starts only if
-its estimate (the dry run's) ends by then; the others come back `deferred`, not started.
+its estimate (the dry run's, at this machine's pace once measured: eebench.run.backends.pace)
+ends by then; the others come back `deferred`, not started.
 """
 
 from __future__ import annotations
@@ -14,6 +15,7 @@ from __future__ import annotations
 import time
 from collections.abc import Callable
 from datetime import datetime
+from pathlib import Path
 from typing import Any
 
 from eebench.run.backends.cells import (
@@ -27,6 +29,8 @@ from eebench.run.backends.cells import (
     status,
 )
 from eebench.run.backends.driver import BackendOptions, Engine, Handle
+from eebench.run.backends.pace import Pace
+from eebench.run.backends.plan import PlannedCell
 
 
 class LocalEngine(Engine):
@@ -36,13 +40,14 @@ class LocalEngine(Engine):
     def __init__(self, opts: BackendOptions, worker: WorkerOptions, say: Callable[[str], None],
                  console: Any = None, progress: Any = None,
                  on_outcome: Callable[[Cell, CellOutcome], None] | None = None,
-                 estimates: Callable[[], dict[str, float | None]] | None = None) -> None:
+                 estimates: Callable[[], dict[str, PlannedCell]] | None = None) -> None:
         super().__init__(opts, worker, say)
         self.console, self.progress, self.on_outcome = console, progress, on_outcome
-        # each cell's estimated seconds by key (`eebench.run.backends.plan`), read with stop_by
+        # each cell's planned row by key (`eebench.run.backends.plan`), read with stop_by
         self.estimates = estimates
-        self._known: dict[str, float | None] | None = None
+        self._known: dict[str, PlannedCell] | None = None
         self._fresh = False  # no cell has finished since the estimates were read
+        self.pace = Pace()
 
     def start(self, handles: list[Handle]) -> None:
         """Nothing to submit: `wait` runs the cells."""
@@ -66,7 +71,10 @@ class LocalEngine(Engine):
                     self.on_outcome(cell, outcome)
                 continue
             self.say(f"run {cell.label} on {rc.task}{shift} (seed {rc.seed}, {heads})")
+            measure = self._watch(cell)
             done = execute_runs(cell, opts)
+            if measure is not None:
+                measure()
             self._fresh = False
             seconds = round(time.perf_counter() - started, 2)
             here = cell_dir(cell, self.worker.out)
@@ -91,15 +99,32 @@ class LocalEngine(Engine):
             return None
         if not self.worker.overwrite and status(cell, self.worker.out) == "done":
             return None
-        if self._known is None or not self._fresh:
-            self._known, self._fresh = self.estimates(), True
-        seconds = self._known.get(cell.key)
+        row = self._row(cell)
+        seconds = None if row is None else self.pace.estimate(row)
         by = datetime.fromtimestamp(deadline).strftime("%H:%M")
-        if seconds is None:
+        if row is None or seconds is None:
             return (f"no estimate to tell whether it ends by {by} (no finished run of its "
                     "method to go by)")
         ends = time.time() + seconds
         if ends > deadline:
-            return (f"its estimate, ~{seconds / 60:.0f} min, would end at "
+            paced = "" if seconds == row.estimate_seconds else (
+                f" at this machine's pace so far ({self.pace.factor:.2g}x the recorded runs')")
+            return (f"its estimate, ~{seconds / 60:.0f} min{paced}, would end at "
                     f"{datetime.fromtimestamp(ends).strftime('%H:%M')}, after {by}")
         return None
+
+    def _row(self, cell: Cell) -> PlannedCell | None:
+        if self._known is None or not self._fresh:
+            self._known, self._fresh = self.estimates(), True
+        return self._known.get(cell.key)
+
+    def _watch(self, cell: Cell) -> Callable[[], None] | None:
+        """With stop_by, what measures this machine's pace on the cell (see Pace.watch)."""
+        if self.opts.stop_by is None or self.estimates is None or (
+                not self.worker.overwrite and status(cell, self.worker.out) == "done"):
+            return None
+        row = self._row(cell)
+        if row is None:
+            return None
+        data = Path(self.worker.data_dir) if self.worker.data_dir else None
+        return self.pace.watch(cell, row, data, Path(self.worker.checkpoints))

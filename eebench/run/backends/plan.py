@@ -55,6 +55,9 @@ class PlannedCell:
     # of `train_steps`, those its checkpoints have not taken yet (None: unknown, the training
     # split not on disk)
     train_steps_left: int | None = None
+    # when the run the estimate comes from finished (its summary's time): one that finished
+    # while a grid's process ran is of that process's machine (eebench.run.backends.pace)
+    estimate_written: float | None = None
 
     def as_dict(self) -> dict[str, Any]:
         return asdict(self)
@@ -74,13 +77,14 @@ def plan(cells: list[Cell], out: Path, data_dir: Path | None,
             state = "submitted"
         if state == "failed":
             error = str((read_error(cell, out) or {}).get("error"))
-        seconds, trained, source = _estimate(cell, out)
+        seconds, trained, source, written = _estimate(cell, out)
         rc = cell.config
         steps = None if checkpoints is None else steps_left(cell, data_dir, checkpoints)
         total, left = steps if steps is not None else (train_steps(cell, data_dir), None)
         rows.append(PlannedCell(
             cell.label, rc.task, rc.seed, cell.key, state, total, seconds, source, error,
-            str(cell_dir(cell, out)), estimate_train_seconds=trained, train_steps_left=left))
+            str(cell_dir(cell, out)), estimate_train_seconds=trained, train_steps_left=left,
+            estimate_written=written))
     keys = {r.key for r in rows}
     _scale_estimates(rows, [cell.config.model for cell in cells], lambda i: _finished_beside(
         cells[i], out, data_dir, checkpoints, keys))
@@ -95,6 +99,7 @@ class _Finished:
     train_steps: int
     estimate_seconds: float
     estimate_train_seconds: float | None
+    estimate_written: float | None = None
 
 
 def _scale_estimates(rows: list[PlannedCell], models: list[str],
@@ -127,6 +132,7 @@ def _scale_estimates(rows: list[PlannedCell], models: list[str],
             else:
                 row.estimate_seconds = near.estimate_seconds * by_steps
             row.estimate_from, row.estimate_scaled = near.key, True
+            row.estimate_written = near.estimate_written
 
 
 def _finished_beside(cell: Cell, out: Path, data_dir: Path | None, checkpoints: Path | None,
@@ -153,7 +159,7 @@ def _finished_beside(cell: Cell, out: Path, data_dir: Path | None, checkpoints: 
         exact = None if checkpoints is None else steps_left(Cell((rc,)), data_dir, checkpoints)
         steps = exact[0] if exact is not None else _steps(rc, data_dir)
         if steps:
-            found.append(_Finished(run_dir.name, steps, seconds, trained))
+            found.append(_Finished(run_dir.name, steps, seconds, trained, _written(run_dir)))
     return found
 
 
@@ -193,6 +199,31 @@ def steps_left(cell: Cell, data_dir: Path | None, checkpoints: Path
     out) and those its models' checkpoints under `checkpoints` have not taken yet: each model's
     checkpoint is named as `eebench.train.loop.train` names it (so one that another cell
     finished counts as done); None where the training split is not on disk."""
+    models = trained_models(cell, data_dir, checkpoints)
+    if models is None:
+        return None
+    total = left = 0
+    for m in models:
+        total += m.steps
+        if m.state is None or not m.state.finished:
+            left += max(0, m.steps - (m.state.global_step if m.state is not None else 0))
+    return total, left
+
+
+@dataclass
+class TrainedModel:
+    """One model a cell trains: its checkpoint, its training steps and where it stands (None:
+    not started, or written for another configuration, which the run refuses)."""
+
+    path: Path
+    steps: int
+    state: Any  # eebench.train.checkpoint.TrainState | None
+
+
+def trained_models(cell: Cell, data_dir: Path | None, checkpoints: Path
+                   ) -> list[TrainedModel] | None:
+    """The models the cell trains, each named as `eebench.train.loop.train` names its
+    checkpoint; None where the training split is not on disk (or cannot be read)."""
     from eebench.methods.base import get_method
     from eebench.run.execute import backbone_layers
     from eebench.tasks.spec import get_task
@@ -201,11 +232,11 @@ def steps_left(cell: Cell, data_dir: Path | None, checkpoints: Path
 
     rc = cell.config
     if rc.weights is not None:  # weights made elsewhere: nothing trains
-        return 0, 0
+        return []
     examples = _train_split(rc.trained_on, str(data_dir) if data_dir else None)
     if examples is None:
         return None
-    spec, total, left = get_task(rc.trained_on), 0, 0
+    spec, found = get_task(rc.trained_on), []
     try:
         for variant in get_method(rc.method, **rc.method_settings).variants(rc.sweep):
             for model in variant.method.models(backbone_layers(rc.model)):
@@ -214,15 +245,13 @@ def steps_left(cell: Cell, data_dir: Path | None, checkpoints: Path
                 per_epoch = math.ceil(len(named.train) / named.cfg.batch_size)
                 steps = sum(per_epoch * named.cfg.for_stage(stage.name, heads_only=False).epochs
                             for stage in model.stages())
-                total += steps
                 state = read_state(named.path)
                 if state is not None and state.config_hash != named.key:
                     state = None  # written for another configuration: the run refuses it
-                if state is None or not state.finished:
-                    left += max(0, steps - (state.global_step if state is not None else 0))
+                found.append(TrainedModel(named.path, steps, state))
     except EebenchError:  # a dry run reports what it cannot know; the real run says why
         return None
-    return total, left
+    return found
 
 
 def _train_size(task: str, data_dir: str | None) -> int | None:
@@ -244,18 +273,28 @@ def _train_split(task: str, data_dir: str | None):
         return None
 
 
-def _estimate(cell: Cell, out: Path) -> tuple[float | None, float | None, str | None]:
+def _estimate(cell: Cell, out: Path
+              ) -> tuple[float | None, float | None, str | None, float | None]:
     """The cell's own recorded wall time when it is done, else the latest finished sibling's
     (same model, method and task, another seed or setting), with the part of it spent training
-    (None where unknown or where the run was resumed from earlier checkpoints)."""
+    (None where unknown or where the run was resumed from earlier checkpoints), its key and when
+    it finished."""
     here = cell_dir(cell, out)
     candidates = [here] + sorted((p for p in here.parent.glob("*") if p != here),
                                  key=lambda p: p.stat().st_mtime, reverse=True)
     for run_dir in candidates:
         seconds, trained, name = _recorded(run_dir)
         if seconds is not None:
-            return seconds, trained, name
-    return None, None, None
+            return seconds, trained, name, _written(run_dir)
+    return None, None, None, None
+
+
+def _written(run_dir: Path) -> float | None:
+    """When a finished run finished: its summary's modification time."""
+    try:
+        return (run_dir / SUMMARY_FILE).stat().st_mtime
+    except OSError:
+        return None
 
 
 def _recorded(run_dir: Path) -> tuple[float | None, float | None, str | None]:
