@@ -195,7 +195,7 @@ class _Trainer:
         """Write a checkpoint (the main process); with `wait`, the others wait for it."""
         if self.procs.is_main:
             now = time.perf_counter()
-            self.state.train_seconds = round(self.state.train_seconds + now - self.clock, 1)
+            self.state.train_seconds += now - self.clock  # unrounded: many short saves add up
             self.clock = now
             with ckpt.hold_interrupts():
                 ckpt.save_checkpoint(self.path, self.model, self.tokenizer, self.state,
