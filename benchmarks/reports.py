@@ -541,7 +541,8 @@ run, `benchmarks/mpnet-claims.toml`: static k = 12, DeeBERT and PABEE with the r
 rates, three seeds), *MiniLM-L6 (recipes)* the recipe grid and
 *MiniLM-L6 (budget)* the budget benchmark at the top of this page; "not run yet" marks runs not
 yet in, "–" a claim whose method or tasks the grid does not have (the recipe grid: static,
-DeeBERT and PABEE on RTE, MRPC, STS-B and CoLA), "max" a speed-up the method never reaches there.
+DeeBERT and PABEE on RTE, MRPC, STS-B and CoLA), "max" a speed-up the method never reaches
+there, "(1 of 3 seeds reach ...)" a mean over the seeds whose runs reach it.
 
 {table}
 

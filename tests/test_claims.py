@@ -118,6 +118,18 @@ def test_a_speedup_the_method_never_reaches_or_a_method_not_run_is_said_so():
     assert verdict(_claim(), {"status": "pending"}, 1.0) == "not measured yet"
 
 
+def test_a_cell_says_how_many_seeds_reach_the_speedup_when_some_do_not():
+    runs = _runs("static", "pabee", task="elue-mrpc")
+    tops = sorted(max(p.speedup for p in r.points) for r in runs if r.config.method == "pabee")
+    assert len(tops) == 3 and tops[1] < tops[2]
+    speedup = (tops[1] + tops[2]) / 2  # one seed reaches it
+    between = measure(runs, _claim(speedup=speedup))
+    assert between["seeds"] == 1 and between["of_seeds"] == 3
+    assert between["cell"].endswith(f"(1 of 3 seeds reach {speedup:.2f}×)")
+    every = measure(runs, _claim(speedup=tops[0]))
+    assert every["seeds"] == every["of_seeds"] == 3 and "seeds reach" not in every["cell"]
+
+
 def test_a_run_set_named_to_hold_some_methods_and_tasks_shows_a_dash_for_the_rest():
     grid = Runs(folder="benchmarks/results/elue-minilm", methods=("static", "pabee"),
                 tasks=("elue-mrpc",))

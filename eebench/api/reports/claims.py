@@ -54,17 +54,20 @@ def measure(runs: list, claim: Claim) -> dict[str, Any]:
     have = [t for t in claim.measured_on
             if all(any(r.config.task == t and r.config.label == m for r in runs) for m in labels)]
     tasks = (have if claim.across else have[:1]) or claim.measured_on[:1]
-    per_task, top = [], 0.0
+    per_task, tried, top = [], [], 0.0
     for task in tasks:
         got = _per_seed(runs, claim, labels[1:], task)  # one pass over the task's runs
-        mine, reach = got[claim.method]
+        mine, reach, ran = got[claim.method]
         top = max(top, reach)
         if claim.against:
-            theirs, _ = got[claim.against]
+            theirs, _, also = got[claim.against]
             mine = {seed: v - theirs[seed] for seed, v in mine.items() if seed in theirs}
+            ran &= also
         per_task.append(mine)
+        tried.append(ran)
     # a seed counts where every task measured it: its change is the mean over the tasks
     seeds = sorted(set.intersection(*(set(m) for m in per_task)))
+    ran = set.intersection(*tried)
     changes = [float(np.mean([m[seed] for m in per_task])) for seed in seeds]
     if not changes:
         return {"status": "out of range", "top": top} if top else {"status": "pending"}
@@ -74,37 +77,45 @@ def measure(runs: list, claim: Claim) -> dict[str, Any]:
         cell += f" ({len(tasks)} task{'s' if len(tasks) > 1 else ''})"
     elif len(claim.measured_on) > 1:
         cell += f" ({title(tasks[0])})"
+    if len(seeds) < len(ran):  # the other seeds' runs never reach the claimed speed-up
+        cell += f" ({len(seeds)} of {len(ran)} seeds reach {claim.speedup:.2f}×)"
     return {"status": "measured", "change": float(a.mean()), "std": sample_std(a),
-            "seeds": len(a), "task": tasks[0], "tasks": tasks, "cell": cell}
+            "seeds": len(a), "of_seeds": len(ran), "task": tasks[0], "tasks": tasks,
+            "cell": cell}
 
 
 def _per_seed(runs: list, claim: Claim, labels: tuple[str, ...], task: str
-              ) -> dict[str, tuple[dict[int, float], float]]:
-    """For each of `labels`, per seed, what the claim measures of its runs on `task`, and the
-    largest speed-up they reach (0 for an ELUE score)."""
+              ) -> dict[str, tuple[dict[int, float], float, set[int]]]:
+    """For each of `labels`, per seed, what the claim measures of its runs on `task`, the
+    largest speed-up they reach (0 for an ELUE score), and the seeds whose runs it looked at
+    (a seed whose points never reach the claimed speed-up is among them, not among the first)."""
     runs = [r for r in runs if r.config.task == task]
     if claim.terms == "elue":
         from eebench.api.reports.curves import own_elue_by_seed
 
         by_seed = own_elue_by_seed(runs)
-        return {label: ({int(s): float(v) for s, v in by_seed.get(label, {}).get(task, {}).items()},
-                        0.0) for label in labels}
+        out = {}
+        for label in labels:
+            got = {int(s): float(v) for s, v in by_seed.get(label, {}).get(task, {}).items()}
+            out[label] = (got, 0.0, set(got))
+        return out
     full = {r.config.seed: p for r in runs
             if r.config.method == "static" and (p := full_point(r)) is not None}
-    out: dict[str, tuple[dict[int, float], float]] = {}
+    out = {}
     for label in labels:
-        changes, top = {}, 0.0
+        changes, top, ran = {}, 0.0, set()
         for r in runs:
             base = full.get(r.config.seed)
             if r.config.label != label or base is None or _score(base, claim) is None:
                 continue
+            ran.add(r.config.seed)
             speed = _speedups(r.points, base, claim)
             top = max([top, *speed.values()])
             ok = [_score(r.points[i], claim) for i, s in speed.items()
                   if s >= claim.speedup - 1e-9 and _score(r.points[i], claim) is not None]
             if ok:
                 changes[r.config.seed] = max(ok) - _score(base, claim)
-        out[label] = (changes, top)
+        out[label] = (changes, top, ran)
     return out
 
 
