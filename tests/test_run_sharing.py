@@ -166,3 +166,33 @@ def test_test_out_beside_a_test_split_or_a_domain_shift_is_one_line(tmp_path, ba
         assert result.exit_code == 2, result.output
         assert "test_out adds test-split runs beside dev runs" in result.stderr
         assert "Traceback" not in result.output
+
+
+def test_a_busy_cell_its_holder_finishes_meanwhile_counts_as_done(tmp_path, backbone, data_dir,
+                                                                  monkeypatch):
+    """Another process holds the first cell; it finishes it while this one runs the second: the
+    command then has nothing left to rerun for, reports both and exits 0."""
+    from eebench import api
+    from eebench.run.backends import cells as cells_module
+
+    cfg = _config(tmp_path, backbone, '"pabee", "deebert"')
+    first = api.expand(api.config(cfg, timing={"enabled": False})).runs[0]
+    assert first.method == "pabee"
+    other = run_module._claim(run_module.run_dir_for(first, tmp_path / "runs"))
+    assert other is not None
+    real = cells_module.execute_group
+    held: list = []
+
+    def group(cfgs, opts):
+        if cfgs[0].method == "pabee" and other is not None and not held:
+            held.append(cfgs)  # found busy: this process goes on to the next cell
+        elif cfgs[0].method == "deebert" and held:
+            other.close()  # meanwhile the other process finishes the first cell
+            real(held.pop(), opts)
+        return real(cfgs, opts)
+
+    monkeypatch.setattr(cells_module, "execute_group", group)
+    result = invoke(*_args(tmp_path, cfg, data_dir))
+    assert result.exit_code == 0, result.output
+    assert "another process" not in result.stderr
+    assert [r["summary"]["method"] for r in json.loads(result.stdout)] == ["deebert", "pabee"]

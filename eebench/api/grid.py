@@ -136,7 +136,27 @@ def run(cfg: BenchConfig, *, backend: str | BackendOptions = "local",
         extra["estimates"] = lambda: {r.key: r for r in plan_cells(
             cells, out, data, checkpoints=Path(cfg.checkpoints).resolve())}
     outcomes = run_cells(cells, opts, worker, say, **extra)
-    return RunResult(grid, cells, outcomes, out)
+    return RunResult(grid, cells, _finished_meanwhile(cells, outcomes, out, on_outcome), out)
+
+
+def _finished_meanwhile(cells: list[Cell], outcomes: list[CellOutcome], out: Path,
+                        on_outcome: Callable[[Cell, CellOutcome], None] | None
+                        ) -> list[CellOutcome]:
+    """The outcomes, with a cell found busy that the process holding it has finished since
+    (while this one ran the later cells) now done: nothing of it is left to rerun for.
+    `on_outcome` hears of each such cell again, done."""
+    from dataclasses import replace
+
+    from eebench.run.backends.cells import status
+
+    now = []
+    for cell, o in zip(cells, outcomes, strict=True):
+        if o.status == "busy" and status(cell, out) == "done":
+            o = replace(o, status="done", run_dir=str(cell.run_dirs(out)[0]))
+            if on_outcome is not None:
+                on_outcome(cell, o)
+        now.append(o)
+    return now
 
 
 def _check_shifted_data(cells: list[Cell], data: Path | None, out: Path,
