@@ -34,6 +34,35 @@ class DataError(EebenchError):
     """A data file is missing or malformed; the message names the file (and line)."""
 
 
+class Terminated(KeyboardInterrupt):
+    """SIGTERM (`kill`, `timeout`, a scheduler's time limit), met as Ctrl-C is: training saves
+    its checkpoint and the command ends with one line and exit code 143. Raised only where the
+    command line asked for it (`terminate_as_interrupt`); a library's caller keeps its own
+    handling."""
+
+
+def _terminated(signum: int, frame: object) -> None:
+    raise Terminated
+
+
+def terminate_as_interrupt() -> None:
+    """From now on SIGTERM raises Terminated in the main thread, unless it is ignored (a parent
+    that ignores it, as `nohup` does SIGHUP, keeps it so)."""
+    import signal
+    import threading
+
+    if threading.current_thread() is threading.main_thread() and \
+            signal.getsignal(signal.SIGTERM) is signal.SIG_DFL:
+        signal.signal(signal.SIGTERM, _terminated)
+
+
+def terminates_as_interrupt() -> bool:
+    """Whether SIGTERM raises Terminated here (`terminate_as_interrupt`)."""
+    import signal
+
+    return signal.getsignal(signal.SIGTERM) is _terminated
+
+
 # ------------------------------------------------------------------ failures of the environment
 # The operating system's errors a user can act on, by errno: what it means and what to do. Any
 # other OSError is not expected and keeps its traceback.

@@ -455,3 +455,64 @@ def test_a_diverging_run_stops_with_one_line_and_leaves_no_finished_checkpoint(
     assert not state["finished"] and state["global_step"] == 1
     model, _, _ = load_trained(state_file.parent, allow_unfinished=True)
     assert all(torch.isfinite(p).all() for p in model.parameters())
+
+
+def test_sigterm_saves_as_ctrl_c_does_where_the_command_line_asks(pabee_run, rte, tiny_model,
+                                                                   tmp_path):
+    """With the command line's handler (`terminate_as_interrupt`), SIGTERM mid-epoch saves the
+    step it reached, as Ctrl-C does, and the run resumes to the uninterrupted weights."""
+    import os
+    import signal
+
+    from eebench.errors import Terminated, terminate_as_interrupt, terminates_as_interrupt
+
+    previous = signal.signal(signal.SIGTERM, signal.SIG_DFL)
+    try:
+        terminate_as_interrupt()
+        assert terminates_as_interrupt()
+
+        def hook(step: int) -> None:
+            if step == 1:
+                os.kill(os.getpid(), signal.SIGTERM)
+
+        with pytest.raises(Terminated):
+            _train("pabee", rte, tiny_model, tmp_path, on_step=hook)
+    finally:
+        signal.signal(signal.SIGTERM, previous)
+    path = tmp_path / pabee_run.relative_to(pabee_run.parents[3])
+    state = ckpt.read_state(path)
+    assert not state.finished and state.global_step == 1 and state.step_in_epoch == 1
+    assert _train("pabee", rte, tiny_model, tmp_path) == path
+    assert _same(_weights(path), _weights(pabee_run))
+
+
+def test_a_terminated_command_says_so_in_one_line_and_exits_143(tiny_model, data_dir, tmp_path):
+    """`eebench train` sent SIGTERM (`kill`, `timeout`, a scheduler's time limit): one line, exit
+    code 143, and an unfinished checkpoint that the same command resumes."""
+    import os
+    import signal
+    import subprocess
+    import sys
+    import time
+
+    args = ["--method", "pabee", "--task", "rte", "--model", tiny_model, "--data-dir",
+            str(data_dir), "--max-train-samples", "16", "--batch-size", "8", "--epochs", "1000",
+            "--max-seq-length", "32", "--save-every", "1", "--out", str(tmp_path)]
+    env = {**os.environ, "OMP_NUM_THREADS": "1"}
+    proc = subprocess.Popen([sys.executable, "-m", "eebench", "train", *args], env=env,
+                            stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    try:
+        deadline = time.monotonic() + 120
+        while not list(tmp_path.rglob(ckpt.STATE_FILE)) and proc.poll() is None:
+            assert time.monotonic() < deadline, "no checkpoint within 2 minutes"
+            time.sleep(0.2)
+        proc.send_signal(signal.SIGTERM)
+        _, stderr = proc.communicate(timeout=120)
+    finally:
+        proc.kill()
+    assert proc.returncode == 143, stderr
+    assert "Traceback" not in stderr
+    assert stderr.strip().splitlines()[-1] == "terminated: rerun the same command to resume"
+    [state_file] = tmp_path.rglob(ckpt.STATE_FILE)
+    state = ckpt.read_state(state_file.parent)
+    assert not state.finished and 0 < state.global_step < 2000

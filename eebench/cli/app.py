@@ -6,10 +6,11 @@ Heavy libraries (torch, transformers, matplotlib) are imported inside commands s
 This is the one error boundary (docs/reliability.md). Every expected failure ends as one line on
 stderr and an exit code: an EebenchError (raised where the failure happened, naming the file) with
 its own code (1: bad input or the environment, 2: usage); a command-line usage error, 2; what
-remains of the expected kinds (an OSError the user can act on: no space, permission, a directory
-for a file and the like; undecodable text; numeric overflow), 1, naming the file where the error
-does; an interrupt, 130. Anything else is a bug and keeps its traceback. `eebench --debug ...` or
-EEBENCH_DEBUG=1 prints the traceback of expected failures too, before their line.
+remains of the expected kinds (an OSError the user can act on: no space, permission, a directory for
+a file and the like; undecodable text; numeric overflow), 1, naming the file where the error does;
+an interrupt, 130 (SIGTERM, 143: met as Ctrl-C is, training saving its checkpoint). Anything else is
+a bug and keeps its traceback. `eebench --debug ...` or EEBENCH_DEBUG=1 prints the traceback of
+expected failures too, before their line.
 """
 
 from __future__ import annotations
@@ -22,7 +23,7 @@ import traceback
 import typer
 from typer.core import TyperGroup
 
-from eebench.errors import EebenchError, expected, printable
+from eebench.errors import EebenchError, Terminated, expected, printable, terminate_as_interrupt
 
 try:  # typer carries its own copy of click since 0.20
     from typer._click.exceptions import NoArgsIsHelpError
@@ -33,6 +34,7 @@ except ImportError:  # pragma: no cover - an older typer on click
 
 DEBUG_ENV = "EEBENCH_DEBUG"
 INTERRUPTED = "interrupted: rerun the same command to resume"
+TERMINATED = "terminated: rerun the same command to resume"
 # What the boundary turns into one line; an OSError only for the errno values it knows.
 EXPECTED = (EebenchError, ClickUsageError, OSError, UnicodeDecodeError, OverflowError,
             KeyboardInterrupt)
@@ -53,7 +55,9 @@ def _usage_line(e: ClickUsageError) -> str:
 def _fail(e: BaseException, ctx) -> typer.Exit:
     """The exit for an expected failure, after its one line (and with --debug its traceback);
     re-raises `e` as it is when it is a bug."""
-    if isinstance(e, KeyboardInterrupt):
+    if isinstance(e, Terminated):  # SIGTERM: 128 + 15, as a shell reports it
+        line, code = TERMINATED, 143
+    elif isinstance(e, KeyboardInterrupt):
         line, code = INTERRUPTED, 130
     elif isinstance(e, ClickUsageError):
         line, code = f"error: {_usage_line(e)}", e.exit_code
@@ -134,4 +138,5 @@ def _root(
 
 
 def main() -> None:
+    terminate_as_interrupt()  # SIGTERM saves what training has done, as Ctrl-C does
     app()

@@ -340,18 +340,23 @@ def checkpoint_path(out_dir: Path, backbone: str, method: str, task: str, key: s
 
 @contextmanager
 def hold_interrupts() -> Iterator[None]:
-    """Hold Ctrl-C until the block ends, so an optimizer step or a save is never half done."""
+    """Hold Ctrl-C, and SIGTERM where it interrupts too (`eebench.errors.Terminated`), until the
+    block ends, so an optimizer step or a save is never half done."""
     if threading.current_thread() is not threading.main_thread():
         yield
         return
+    from eebench.errors import Terminated, terminates_as_interrupt
+
+    held = [signal.SIGINT] + ([signal.SIGTERM] if terminates_as_interrupt() else [])
     caught: list[int] = []
-    previous = signal.signal(signal.SIGINT, lambda signum, frame: caught.append(signum))
+    previous = {s: signal.signal(s, lambda signum, frame: caught.append(signum)) for s in held}
     try:
         yield
     finally:
-        signal.signal(signal.SIGINT, previous)
+        for s, handler in previous.items():
+            signal.signal(s, handler)
         if caught:
-            raise KeyboardInterrupt
+            raise Terminated if signal.SIGTERM in caught else KeyboardInterrupt
 
 
 def rng_state(device: str) -> dict[str, torch.Tensor]:

@@ -38,6 +38,13 @@ def test_an_interrupt_is_one_line_and_exit_130(monkeypatch):
     fails("tasks", code=130, prefix="interrupted: rerun the same command to resume")
 
 
+def test_sigterm_met_as_an_interrupt_is_one_line_and_exit_143(monkeypatch):
+    from eebench.errors import Terminated
+
+    monkeypatch.setattr(eebench.tasks.spec, "all_tasks", _raise(Terminated()))
+    fails("tasks", code=143, prefix="terminated: rerun the same command to resume")
+
+
 @pytest.mark.parametrize("exc", [ZeroDivisionError("a bug"), KeyError("a bug"),
                                  OSError(errno.ENXIO, "No such device or address")])
 def test_a_bug_keeps_its_traceback(monkeypatch, exc):
