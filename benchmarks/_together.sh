@@ -9,11 +9,18 @@ if [[ -n "${STOP_BY:-}" ]]; then
 from eebench.cli.backends import parse_stop_by
 print(datetime.fromtimestamp(parse_stop_by(sys.argv[1])).isoformat(timespec="seconds"))' "$STOP_BY")
 fi
+# SIGTERM or Ctrl-C to the script reaches every worker as SIGTERM: each saves its training step
+# and lets go of its cells (a background job of a script ignores Ctrl-C by itself), and the
+# script ends with 143 once they have.
 together() {
+  local pids=()
+  trap 'kill -TERM "${pids[@]}" 2>/dev/null; wait; exit 143' TERM INT
   for _ in $(seq "$WORKERS"); do
     OMP_NUM_THREADS=1 eebench run --config "$CONFIG" --data-dir "$DATA_DIR" \
       ${STOP_BY:+--stop-by "$STOP_BY"} "$@" &
+    pids+=("$!")
     sleep 5  # the first worker claims its cell; the next one takes the next
   done
   wait
+  trap - TERM INT
 }
