@@ -46,8 +46,8 @@ def _terminated(signum: int, frame: object) -> None:
 
 
 def terminate_as_interrupt() -> None:
-    """From now on SIGTERM raises Terminated in the main thread, unless it is ignored (a parent
-    that ignores it, as `nohup` does SIGHUP, keeps it so)."""
+    """From now on SIGTERM raises Terminated in the main thread, where it still has its default
+    action: a handler installed before, or SIGTERM ignored from a parent, is kept."""
     import signal
     import threading
 
