@@ -5,16 +5,20 @@
 in one line, naming the file:
 
 - `config.json`: present, JSON, an object with a `model_type` of a supported family and sizes a
-  model can be built with;
+  model can be built with (eebench.models.model_config: types and bounds);
 - weights in safetensors only: `model.safetensors`, or the shards that
   `model.safetensors.index.json` lists, each a plain file name inside the directory (no path, no
   symbolic link out of it, a regular file). Nothing listed is opened before every name passed.
   Weights that exist only pickled (`pytorch_model.bin`) are refused with the conversion hint:
   eebench never unpickles a file;
-- the weights hold the word embeddings and every layer the config declares, each with all of its
-  tensors (a model is never completed with randomly initialised layers);
-- tokenizer files, whose vocabulary fits the word embeddings (no ids past the matrix, and no
-  vocabulary far smaller than the one the embeddings were trained with).
+- the weights have the sizes the config declares (nothing is allocated at sizes the weights do
+  not have), and hold the word embeddings and every layer the config declares, each with all of
+  its tensors (a model is never completed with randomly initialised layers);
+- tokenizer files, each a regular file, whose vocabulary fits the word embeddings (no ids past
+  the matrix, and no vocabulary far smaller than the one the embeddings were trained with).
+
+`check_contents` (the last two) is shared with `--from-checkpoint DIR`, whose folder holds an
+early-exit checkpoint (eebench.models.convert.schema).
 
 A directory with `config.json` and no weights at all is a config (what `eebench flops` counts,
 what a submission records the sizes of): reading its config accepts it; loading a model from it
@@ -32,6 +36,7 @@ from pathlib import Path
 from typing import Any
 
 from eebench.errors import DataError, one_line
+from eebench.models.model_config import CONFIG_HINT, check_config, check_sizes
 
 HINT = "use --model minilm-l6 (bundled, works offline) or a local model directory"
 CONVERT = ("save the model with safetensors (save_pretrained writes model.safetensors) and "
@@ -42,6 +47,10 @@ PICKLED_WEIGHTS = ("pytorch_model.bin", "pytorch_model.bin.index.json", "model.p
                    "model.ckpt", "model.pkl")
 TOKENIZER_FILES = ("tokenizer.json", "vocab.txt", "vocab.json", "spiece.model",
                    "sentencepiece.bpe.model")
+# What else transformers reads to build a tokenizer: each, where present, a regular file too.
+TOKENIZER_SIDE_FILES = ("tokenizer_config.json", "special_tokens_map.json", "added_tokens.json",
+                        "merges.txt")
+SAVE_TOKENIZER = "save the tokenizer next to the weights (tokenizer.save_pretrained(DIR))"
 MAX_HEADER = 100 << 20  # bytes of a safetensors header (its JSON): far above any encoder's
 MAX_INDEX = 50 << 20  # bytes of a shard index
 MAX_TOKENIZER = 500 << 20  # bytes of a tokenizer.json
@@ -49,41 +58,11 @@ MAX_TOKENIZER = 500 << 20  # bytes of a tokenizer.json
 # 8 or 128, a few unused ids); by more, most rows were trained with another tokenizer.
 VOCAB_SLACK = 128
 
-_COUNTS = ("num_hidden_layers", "num_attention_heads", "num_hidden_groups", "inner_group_num",
-           "n_layers", "n_heads")  # layers and heads: at most MAX_COUNT
-_SIZES = ("hidden_size", "intermediate_size", "vocab_size", "max_position_embeddings",
-          "embedding_size", "dim", "hidden_dim")  # at most MAX_SIZE
-MAX_COUNT, MAX_SIZE = 4096, 2**31 - 1
-_HEADS = (("hidden_size", "num_attention_heads"), ("dim", "n_heads"))
-
 # Where each family's layers sit in its weights (any prefix: `bert.`, `elasticbert.`, ...), and
 # the config field that says how many there are. ALBERT stores its layer groups, not its depth.
 _LAYER = re.compile(r"(?:^|\.)(?:encoder|transformer)\.layer\.(\d+)\.(.+)$")
 _ALBERT_GROUP = re.compile(r"(?:^|\.)encoder\.albert_layer_groups\.(\d+)\.(.+)$")
 _WORDS = "embeddings.word_embeddings.weight"
-
-
-def check_config(config: dict[str, Any], where: str) -> None:
-    """Refuse a config no model can be built from, naming the field (a DataError)."""
-    from eebench.models.backbones import FAMILIES
-
-    family = config.get("model_type")
-    if not isinstance(family, str):
-        raise DataError(f"{where}: no model_type: not a Hugging Face model config")
-    if family not in FAMILIES:
-        raise DataError(f"{where}: model_type {family!r} is not a supported backbone family",
-                        hint=f"supported families: {', '.join(FAMILIES)}")
-    for key in (*_COUNTS, *_SIZES):
-        if key not in config:
-            continue
-        value, top = config[key], MAX_COUNT if key in _COUNTS else MAX_SIZE
-        if isinstance(value, bool) or not isinstance(value, int) or not 1 <= value <= top:
-            raise DataError(f"{where}: {key} is {value!r}; it should be an integer in 1..{top:,}")
-    for size, heads in _HEADS:
-        if size in config and heads in config and config[size] % config[heads]:
-            raise DataError(f"{where}: {size} {config[size]} is not a multiple of {heads} "
-                            f"{config[heads]} (each attention head gets an equal share)")
-
 
 _checked: dict[tuple, None] = {}  # directories that passed, by their state (names, sizes, times)
 
@@ -110,9 +89,20 @@ def check_model_dir(path: Path) -> None:
         shapes: dict[str, tuple[int, ...]] = {}
         for file in files:
             shapes.update(_shapes(path, file))
-        rows = _check_layers(path, data, shapes)
-        _check_tokenizer(path, rows)
+        check_contents(path, data, shapes)
     _checked[state] = None
+
+
+def check_contents(path: Path, config: dict[str, Any], shapes: dict[str, tuple[int, ...]]
+                   ) -> None:
+    """What a folder's config, weights and tokenizer must agree on before a model is built from
+    them: the sizes the config declares are the weights' (nothing allocated at other sizes),
+    every declared layer is there, and the tokenizer is there and fits the word embeddings. The
+    one check of `--model DIR` (above) and of `--from-checkpoint DIR` (convert.schema: an
+    imported folder's weights under its family's own keys); `config` has passed check_config."""
+    check_sizes(config, shapes, str(path / "config.json"))
+    rows = _check_layers(path, config, shapes)
+    check_tokenizer(path, rows)
 
 
 def weight_files(path: Path) -> list[Path]:
@@ -262,7 +252,7 @@ def _check_layers(path: Path, config: dict[str, Any], shapes: dict[str, tuple[in
         held = len([i for i in tensors if i < declared])
         raise DataError(f"{where}: {field} is {declared}, but the weights hold {held} of them "
                         f"(missing: {_spans(missing)}); eebench does not fill layers in at random",
-                        hint="use the config saved with these weights")
+                        hint=CONFIG_HINT)
     every = set().union(*tensors.values()) if tensors else set()
     for i in range(declared):
         lacking = sorted(every - tensors[i])
@@ -284,13 +274,19 @@ def _spans(numbers: list[int]) -> str:
     return ", ".join(f"{a + 1}" if a == b else f"{a + 1}-{b + 1}" for a, b in spans)
 
 
-def _check_tokenizer(path: Path, rows: int) -> None:
-    """Tokenizer files present, and a vocabulary that fits the embedding matrix."""
+def check_tokenizer(path: Path, rows: int) -> None:
+    """Tokenizer files present, each a regular file, and a vocabulary that fits the embedding
+    matrix (`rows`). Without them transformers falls back to a tokenizer that knows no word; a
+    FIFO in their place would block its reader."""
+    from eebench.io import kind
+
+    for name in (*TOKENIZER_FILES, *TOKENIZER_SIDE_FILES):
+        file = path / name
+        if os.path.lexists(file) and not file.is_file():
+            raise DataError(f"{file}: is {kind(file)}, not a regular file", hint=SAVE_TOKENIZER)
     if not any((path / name).is_file() for name in TOKENIZER_FILES):
         raise DataError(f"{path}: no tokenizer files ({', '.join(TOKENIZER_FILES[:2])}, ...): "
-                        "every word would be unknown to the model",
-                        hint="save the tokenizer next to the weights "
-                             "(tokenizer.save_pretrained(DIR))")
+                        "every word would be unknown to the model", hint=SAVE_TOKENIZER)
     size = _vocabulary(path)
     if size > rows:
         raise DataError(f"{path}: the tokenizer has {size:,} tokens, but the word embeddings "

@@ -18,7 +18,7 @@ BROKEN = [
     ("binary", "config.json: not UTF-8 text"),
     ("not_json", "config.json: not JSON"),
     ("dir_config", "not a model directory (config.json is not a file)"),
-    ("negative", "intermediate_size is -4"),
+    ("negative", "intermediate_size: -4 is not an integer"),
     ("no_type", "no model_type"),
 ]
 

@@ -138,7 +138,8 @@ def _load_strict(module: Any, state: dict[str, Any], what: str) -> None:
 
 def load_tokenizer(checkpoint: Checkpoint, config: Any) -> Any:
     """The checkpoint's fast tokenizer (its family from `config`: an old tokenizer_config.json
-    may not say), refused where its ids run past the word embeddings."""
+    may not say). Its files were checked when the checkpoint was opened, as a `--model DIR`'s
+    are (model_dir.check_contents: present, regular files, fitting the word embeddings)."""
     from transformers import AutoTokenizer
     from transformers.utils import logging
 
@@ -155,8 +156,4 @@ def load_tokenizer(checkpoint: Checkpoint, config: Any) -> Any:
         logging.set_verbosity(verbosity)
     if not getattr(tok, "is_fast", False):
         raise DataError(f"{checkpoint.source}: no fast tokenizer for its files")
-    if len(tok) > config.vocab_size:
-        raise DataError(f"{checkpoint.source}: the tokenizer has {len(tok):,} tokens, the word "
-                        f"embeddings {config.vocab_size:,} rows",
-                        hint="use the tokenizer saved with these weights")
     return tok

@@ -2,8 +2,10 @@
 Face hub id, its config.json, its safetensors weights (never a pickle) and their sha256.
 
 `open_checkpoint(source)` reads the config and the weights' headers only (a few kilobytes), finds
-the format (eebench.models.convert.formats) and hashes the weights; the tensors are read when a
-model is built from them (eebench.models.convert.build). A hub id is fetched into the hub's local
+the format (eebench.models.convert.formats), checks the folder as a `--model DIR` is checked
+(eebench.models.convert.schema: the config's types and bounds, its sizes against the weights'
+shapes, the tokenizer) and hashes the weights; the tensors are read when a model is built from
+them (eebench.models.convert.build). A hub id is fetched into the hub's local
 cache (config, weights, tokenizer files, the authors' eval_results.txt; never a pickled file);
 offline and not cached, it fails at once in one line. Weights that exist only pickled
 (`pytorch_model.bin`) are refused in one line that gives the command converting them.
@@ -22,6 +24,7 @@ from pydantic import BaseModel, ConfigDict
 from eebench.errors import DataError, EebenchError, UsageError, one_line
 from eebench.io import hub_offline_mode, hub_unreachable, read_json, sha256_file
 from eebench.models.convert.formats import EXPORT_KEY, Converted, Format, detect
+from eebench.models.convert.schema import check_checkpoint, check_declared
 from eebench.models.model_dir import PICKLED_WEIGHTS, weight_files
 
 # The one-line conversion of a folder's pickled weights (run it only on a file you trust:
@@ -117,13 +120,19 @@ class Checkpoint:
 
 
 def open_checkpoint(source: str) -> Checkpoint:
-    """The checkpoint at `source` (a folder, else a hub id), its format found; one-line errors."""
+    """The checkpoint at `source` (a folder, else a hub id), its format found and its folder
+    checked as a `--model DIR` is (eebench.models.convert.schema: the config by its schema, then
+    against the weights' headers, and the tokenizer) before anything is built; one-line
+    errors."""
     folder = locate(source)
     config = read_json(folder / "config.json") if (folder / "config.json").is_file() else None
     if not isinstance(config, dict):
         raise DataError(f"{source}: no config.json object: not a Hugging Face checkpoint")
+    check_declared(config, str(folder / "config.json"))
     files = safetensors_files(folder, source)
-    return Checkpoint(source, folder, config, files, _format(config, files, source))
+    checkpoint = Checkpoint(source, folder, config, files, _format(config, files, source))
+    check_checkpoint(checkpoint)
+    return checkpoint
 
 
 def _format(config: dict[str, Any], files: list[Path], source: str) -> Format:
