@@ -217,16 +217,21 @@ def not_a_directory(path: Path, of: str = "") -> str:
     return f"no such directory{of}" if what == "missing" else f"is {what}, not a directory{of}"
 
 
-def _open_regular(path: Path, hint: str | None = None):
-    """`path` opened for reading in binary, after checking on the open descriptor that it is a
-    regular file: opened without blocking (a FIFO would wait for a writer), a FIFO, a device or
-    a socket refused in one DataError line. Missing, a directory, no permission: the OSError."""
-    flags = os.O_RDONLY | getattr(os, "O_NONBLOCK", 0) | getattr(os, "O_BINARY", 0)
+def regular_fd(path: Path, flags: int, hint: str | None = None) -> int:
+    """`path` opened with `flags`, checked on the open descriptor to be a regular file: opened
+    without blocking (a FIFO would wait for its other end) and closed on exec, a FIFO, a device
+    or a socket refused in one DataError line, and so is a symbolic link where `flags` hold
+    O_NOFOLLOW. Missing, a directory, no permission: the OSError."""
+    flags |= getattr(os, "O_NONBLOCK", 0) | getattr(os, "O_CLOEXEC", 0)
+    flags |= getattr(os, "O_BINARY", 0)
     try:
-        fd = os.open(path, flags)
+        fd = os.open(path, flags, 0o666)
     except OSError as e:
         if e.errno == errno.ENXIO:  # a socket, or a FIFO with no writer on some systems
             raise DataError(f"{path}: is {kind(path)}, not a regular file", hint=hint) from None
+        if e.errno == errno.ELOOP and flags & getattr(os, "O_NOFOLLOW", 0) and \
+                os.path.islink(path):
+            raise DataError(f"{path}: is a symbolic link, not a regular file", hint=hint) from None
         raise
     try:
         mode = os.fstat(fd).st_mode
@@ -236,10 +241,15 @@ def _open_regular(path: Path, hint: str | None = None):
             raise DataError(f"{path}: is {kind(path)}, not a regular file", hint=hint)
         if hasattr(os, "set_blocking"):
             os.set_blocking(fd, True)
-        return os.fdopen(fd, "rb")
+        return fd
     except BaseException:
         os.close(fd)
         raise
+
+
+def _open_regular(path: Path, hint: str | None = None):
+    """`path` opened for reading in binary, a regular file (`regular_fd`)."""
+    return os.fdopen(regular_fd(path, os.O_RDONLY, hint), "rb")
 
 
 def read_bytes(path: Path, max_bytes: int = MAX_READ_BYTES, hint: str | None = None) -> bytes:

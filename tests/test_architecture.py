@@ -19,7 +19,7 @@ PACKAGE = Path(__file__).resolve().parents[1] / "eebench"
 STAGES = ("tasks", "data", "models", "rules", "methods", "measure", "train", "run", "serve",
           "score", "plot", "submit", "api", "cli", "testing")
 # Shared utilities every stage may use; they import only each other.
-SHARED = ("errors", "registry", "io", "policy")
+SHARED = ("errors", "registry", "io", "locks", "policy")
 TOP_LEVEL = {"__init__.py", "__main__.py", *(f"{name}.py" for name in SHARED)}
 
 

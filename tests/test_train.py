@@ -241,10 +241,11 @@ def test_interrupted_save_is_recovered(tmp_path):
     old = tmp_path / ".abc.old"
     old.mkdir()
     (old / "train_state.json").write_text("{}")
-    (tmp_path / ".abc.tmp-123").mkdir()  # a save that never finished
+    stale = tmp_path / ".abc.tmp-99999999"  # a save that never finished: no process has that id
+    stale.mkdir()
     ckpt.recover(path)
     assert (path / "train_state.json").is_file()
-    assert not old.exists() and not (tmp_path / ".abc.tmp-123").exists()
+    assert not old.exists() and not stale.exists()
 
 
 def test_optimizer_state_round_trips_without_pickle(tmp_path):

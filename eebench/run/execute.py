@@ -16,6 +16,7 @@ from typing import Any
 import numpy as np
 
 from eebench.io import atomic_path, atomic_write_text, write_json
+from eebench.locks import take_lock
 from eebench.methods.base import EarlyExitMethod, get_method
 from eebench.run.artifacts import (
     CONFIG_FILE,
@@ -128,20 +129,11 @@ LOCK_FILE = ".lock"
 
 
 def _claim(run_dir: Path) -> Any:
-    """An exclusive lock on the run directory, or None when another process holds it. The lock
-    is the operating system's (flock): it goes when its process ends, however it ends."""
+    """An exclusive lock on the run directory (`eebench.locks`: a regular `.lock` file, never
+    opened through a link), or None when another process holds it. The lock is the operating
+    system's (flock): it goes when its process ends, however it ends."""
     run_dir.mkdir(parents=True, exist_ok=True)
-    f = open(run_dir / LOCK_FILE, "w")
-    try:
-        import fcntl
-    except ImportError:  # pragma: no cover - not POSIX: one process per grid
-        return f
-    try:
-        fcntl.flock(f, fcntl.LOCK_EX | fcntl.LOCK_NB)
-    except BlockingIOError:
-        f.close()
-        return None
-    return f
+    return take_lock(run_dir / LOCK_FILE, wait=False)
 
 
 def _execute(cfgs: list[RunConfig], opts: RunOptions, run_dirs: list[Path]) -> None:

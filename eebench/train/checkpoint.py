@@ -99,8 +99,25 @@ def _old_dir(path: Path) -> Path:
     return path.with_name(f".{path.name}.old")
 
 
+def _writing(tmp: Path) -> bool:
+    """Whether another process still writes the temporary directory `tmp`: the process whose
+    id ends its name is alive on this machine (a dead one's, or this process's own earlier
+    attempt, is stale)."""
+    pid = tmp.name.rpartition("-")[2]
+    if not pid.isdigit() or int(pid) == os.getpid():
+        return False
+    try:
+        os.kill(int(pid), 0)  # signal 0: only asks whether the process exists
+    except (ProcessLookupError, OverflowError):
+        return False
+    except PermissionError:  # alive, another user's
+        return True
+    return True
+
+
 def recover(path: Path) -> None:
-    """Finish a save that a crash interrupted, and clear stale temporary directories."""
+    """Finish a save that a crash interrupted, and clear stale temporary directories: those of
+    processes that have ended, never one that another live process is writing."""
     old = _old_dir(path)
     if old.exists():
         if path.exists():
@@ -109,7 +126,8 @@ def recover(path: Path) -> None:
             os.rename(old, path)
     if path.parent.is_dir():
         for tmp in path.parent.glob(f".{path.name}.tmp-*"):
-            shutil.rmtree(tmp, ignore_errors=True)
+            if not _writing(tmp):
+                shutil.rmtree(tmp, ignore_errors=True)
 
 
 def remove(path: Path) -> None:

@@ -3,10 +3,11 @@
 An authors' checkpoint (DeeBERT, PABEE, ElasticBERT) or an exported eebench model is checked when
 the run is planned (`planned_import`: the method fits its exits and heads, the task its labels,
 nothing trains), then converted once into an ordinary checkpoint directory,
-`<checkpoints>/imported/<model>/<method>/<key>/` (`import_checkpoint`), which the run's one full
-pass loads as it loads a trained one. The run's config.json records where the weights came from
-and their sha256 (`CheckpointSource`), so that different weights never share a run directory and
-a rerun on changed weights is refused rather than mixed.
+`<checkpoints>/imported/<model>/<method>/<key>/` (`import_checkpoint`, one process at a time under
+the lock training takes), which the run's one full pass loads as it loads a trained one. The
+run's config.json records where the weights came from and their sha256 (`CheckpointSource`), so
+that different weights never share a run directory and a rerun on changed weights is refused
+rather than mixed.
 """
 
 from __future__ import annotations
@@ -20,6 +21,7 @@ from eebench.methods.base import EarlyExitMethod, get_method
 from eebench.models.convert import CheckpointSource, open_checkpoint
 from eebench.models.convert.source import Checkpoint
 from eebench.train import checkpoint as ckpt
+from eebench.train.naming import claimed, lock_file
 
 IMPORTED = "imported"  # under the checkpoints root
 # Checkpoints opened in this process: a hub id by its id (fetched once), a folder by its files'
@@ -80,14 +82,23 @@ def imported_path(root: Path, record: CheckpointSource, method: EarlyExitMethod)
 def import_checkpoint(record: CheckpointSource, method: EarlyExitMethod, root: Path,
                       console: Any = None) -> Path:
     """The checkpoint directory of `record` converted for `method` (made once, then reused).
-    Weights whose sha256 is no longer the recorded one are refused."""
+    One process converts it at a time (`claimed`, the lock training takes): another one waits,
+    then finds it finished. Weights whose sha256 is no longer the recorded one are refused."""
+    path = imported_path(root, record, method)
+    with claimed(path):
+        _convert(record, method, path, console)
+        lock_file(path).unlink(missing_ok=True)  # finished: nothing left to hold
+    return path
+
+
+def _convert(record: CheckpointSource, method: EarlyExitMethod, path: Path, console: Any) -> None:
+    """Write the converted checkpoint at `path` (its lock held), unless it is there finished."""
     from eebench.models.convert.build import load_model, load_tokenizer
 
-    path = imported_path(root, record, method)
     ckpt.recover(path)
     state = ckpt.read_state(path)
     if state is not None and state.finished:
-        return path
+        return
     checkpoint = opened(record.source)
     if checkpoint.sha256 != record.sha256:
         raise DataError(f"{record.source}: its weights changed since the run was planned "
@@ -100,4 +111,3 @@ def import_checkpoint(record: CheckpointSource, method: EarlyExitMethod, root: P
     state = ckpt.TrainState(config_hash=path.name, finished=True,
                             config={"imported": record.model_dump(mode="json")})
     ckpt.save_checkpoint(path, model, tokenizer, state)
-    return path

@@ -18,6 +18,7 @@ from typing import TYPE_CHECKING, Any
 
 from eebench.errors import DataError, UsageError
 from eebench.io import config_hash
+from eebench.locks import locked
 from eebench.train import checkpoint as ckpt
 from eebench.train.config import TrainConfig, run_config
 
@@ -87,30 +88,21 @@ def lock_file(path: Path) -> Path:
 
 @contextmanager
 def claimed(path: Path, wait: bool = True) -> Iterator[bool]:
-    """Hold the right to train the checkpoint at `path`: an exclusive lock (flock) on
+    """Hold the right to write the checkpoint at `path` (train it, or import it): an exclusive
+    lock (`eebench.locks`: flock on a regular file, never opened through a link) on
     `.<name>.lock` beside it, which the operating system drops when its process ends, however it
-    ends. Two processes never train one checkpoint at once (the cascade's runs read static's
-    models; a worker helps another with a run of several models). Yields False at once, without
-    the lock, when another process holds it and `wait` is off; with `wait`, blocks until it is
-    free. A holder that saved nothing (refused before its first step) leaves nothing behind."""
+    ends. Two processes never write one checkpoint at once (the cascade's runs read static's
+    models; a worker helps another with a run of several models; two runs import one
+    checkpoint). Yields False at once, without the lock, when another process holds it and
+    `wait` is off; with `wait`, blocks until it is free. A holder that saved nothing (refused
+    before its first step) leaves nothing behind."""
     made = [d for d in (path.parent, *path.parent.parents) if not d.exists()]  # deepest first
     path.parent.mkdir(parents=True, exist_ok=True)
     held = False
     try:
-        with open(lock_file(path), "w") as f:
-            try:
-                import fcntl
-            except ImportError:  # pragma: no cover - not POSIX: one process per grid
-                held = True
-                yield True
-                return
-            try:
-                fcntl.flock(f, fcntl.LOCK_EX | (0 if wait else fcntl.LOCK_NB))
-            except BlockingIOError:
-                yield False
-                return
-            held = True
-            yield True
+        with locked(lock_file(path), wait) as ours:
+            held = ours
+            yield ours
     finally:
         if held and not path.exists():  # nothing saved (refused before its first step)
             lock_file(path).unlink(missing_ok=True)

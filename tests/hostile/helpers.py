@@ -6,11 +6,17 @@ from __future__ import annotations
 import errno
 import hashlib
 import os
+import subprocess
+import sys
+import time
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from pathlib import Path
 
 from tests.cli import invoke
+from tests.conftest import REPO
+
+LIMIT_S = 60  # for a case in its own process: far above what it takes, far below "forever"
 
 
 def _describe(result) -> str:
@@ -38,6 +44,34 @@ def fails(*args: object, code: int, needle: str | None = None, prefix: str = "er
     assert lines[0].startswith(prefix), _describe(result)
     if needle is not None:
         assert needle in lines[0], _describe(result)
+    return lines[0]
+
+
+def fails_within(*args: object, code: int, needle: str, prefix: str = "error: ",
+                 env: dict[str, str] | None = None, limit: float = LIMIT_S,
+                 banner: bool = False) -> str:
+    """`eebench *args` in its own process, so that a case that would wait forever fails instead
+    of hanging the suite: it ends within `limit` seconds with exit `code` and one line on stderr
+    (holding `needle`; with `banner`, the last of the lines it printed, the only error), no
+    traceback."""
+    import pytest
+
+    start = time.perf_counter()
+    try:
+        result = subprocess.run([sys.executable, "-m", "eebench", *map(str, args)],
+                                capture_output=True, text=True, timeout=limit, cwd=REPO,
+                                env={**os.environ, **(env or {})}, stdin=subprocess.DEVNULL)
+    except subprocess.TimeoutExpired:
+        pytest.fail(f"eebench {' '.join(map(str, args))} still running after {limit} s")
+    said = f"exit {result.returncode}\n--- stderr\n{result.stderr}"
+    assert result.returncode == code, said
+    assert "Traceback" not in result.stderr, said
+    lines = [line for line in result.stderr.splitlines() if line.strip()]
+    if banner:
+        assert [line for line in lines if line.startswith("error")] == lines[-1:], said
+        lines = lines[-1:]
+    assert len(lines) == 1 and lines[0].startswith(prefix) and needle in lines[0], said
+    assert time.perf_counter() - start < limit
     return lines[0]
 
 

@@ -35,6 +35,7 @@ from typing import Any
 
 from eebench.errors import DataError, EebenchError
 from eebench.io import read_json, write_json
+from eebench.locks import held_elsewhere
 from eebench.run.backends.cells import (
     Cell,
     CellOutcome,
@@ -255,24 +256,10 @@ class SlurmEngine(Engine):
 
 def _held(cell: Cell, out: Path | str) -> bool:
     """Whether another process holds the lock of one of the cell's run directories."""
-    import fcntl
-
     from eebench.run.execute import LOCK_FILE, run_dir_for
 
-    for run_dir in (*(run_dir_for(rc, Path(out)) for rc in cell.in_domain), *cell.run_dirs(out)):
-        lock = run_dir / LOCK_FILE
-        try:
-            fd = os.open(lock, os.O_RDONLY | os.O_NONBLOCK)
-        except OSError:
-            continue
-        try:
-            if stat.S_ISREG(os.fstat(fd).st_mode):
-                fcntl.flock(fd, fcntl.LOCK_SH | fcntl.LOCK_NB)
-        except BlockingIOError:
-            return True
-        finally:
-            os.close(fd)
-    return False
+    return any(held_elsewhere(run_dir / LOCK_FILE) for run_dir in
+               (*(run_dir_for(rc, Path(out)) for rc in cell.in_domain), *cell.run_dirs(out)))
 
 
 def _log_tail(path: Path) -> str:
