@@ -12,6 +12,8 @@ from pathlib import Path
 
 from tests.cli import invoke
 
+LIMIT_S = 60  # far above what each case takes (a few seconds), far below "forever"
+
 
 def _describe(result) -> str:
     return (f"exit {result.exit_code}\n--- stderr\n{result.stderr}\n--- exception\n"
@@ -38,6 +40,42 @@ def fails(*args: object, code: int, needle: str | None = None, prefix: str = "er
     assert lines[0].startswith(prefix), _describe(result)
     if needle is not None:
         assert needle in lines[0], _describe(result)
+    return lines[0]
+
+
+def fails_within(*args: object, code: int, needle: str, prefix: str = "error: ",
+                 env: dict[str, str] | None = None, limit: float = LIMIT_S,
+                 max_memory: int | None = None) -> str:
+    """`eebench *args` in its own process: it ends within `limit` seconds with exit `code` and
+    one line on stderr (holding `needle`), no traceback. `max_memory` (bytes of address space)
+    keeps a regression that reads without end (a link to /dev/zero) from filling the machine."""
+    import subprocess
+    import sys
+    import time
+
+    import pytest
+
+    from tests.conftest import REPO
+
+    def capped() -> None:
+        import resource
+
+        resource.setrlimit(resource.RLIMIT_AS, (max_memory, max_memory))
+
+    start = time.perf_counter()
+    try:
+        result = subprocess.run([sys.executable, "-m", "eebench", *map(str, args)],
+                                capture_output=True, text=True, timeout=limit, cwd=REPO,
+                                env={**os.environ, **(env or {})}, stdin=subprocess.DEVNULL,
+                                preexec_fn=capped if max_memory else None)
+    except subprocess.TimeoutExpired:
+        pytest.fail(f"eebench {' '.join(map(str, args))} still running after {limit} s")
+    said = f"exit {result.returncode}\n--- stderr\n{result.stderr}"
+    assert result.returncode == code, said
+    assert "Traceback" not in result.stderr, said
+    lines = [line for line in result.stderr.splitlines() if line.strip()]
+    assert len(lines) == 1 and lines[0].startswith(prefix) and needle in lines[0], said
+    assert time.perf_counter() - start < limit
     return lines[0]
 
 

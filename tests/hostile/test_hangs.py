@@ -7,37 +7,12 @@ from __future__ import annotations
 
 import os
 import shutil
-import subprocess
-import sys
 import time
 from pathlib import Path
 
 import pytest
 
-from tests.conftest import REPO
-from tests.hostile.helpers import unchanged
-
-LIMIT_S = 60  # far above what each case takes (a few seconds), far below "forever"
-
-
-def fails_within(*args: object, code: int, needle: str, prefix: str = "error: ",
-                 env: dict[str, str] | None = None, limit: float = LIMIT_S) -> str:
-    """`eebench *args` in its own process: it ends within `limit` seconds with exit `code` and
-    one line on stderr (holding `needle`), no traceback."""
-    start = time.perf_counter()
-    try:
-        result = subprocess.run([sys.executable, "-m", "eebench", *map(str, args)],
-                                capture_output=True, text=True, timeout=limit, cwd=REPO,
-                                env={**os.environ, **(env or {})}, stdin=subprocess.DEVNULL)
-    except subprocess.TimeoutExpired:
-        pytest.fail(f"eebench {' '.join(map(str, args))} still running after {limit} s")
-    said = f"exit {result.returncode}\n--- stderr\n{result.stderr}"
-    assert result.returncode == code, said
-    assert "Traceback" not in result.stderr, said
-    lines = [line for line in result.stderr.splitlines() if line.strip()]
-    assert len(lines) == 1 and lines[0].startswith(prefix) and needle in lines[0], said
-    assert time.perf_counter() - start < limit
-    return lines[0]
+from tests.hostile.helpers import fails_within, unchanged
 
 
 @pytest.fixture
