@@ -15,9 +15,12 @@ The value names the object, in the module that defines it or in one that re-expo
 module may also register it with its decorator (`@register_method("palbert")`): the entry and
 the registration are compared as objects, so both ways name the same thing. Plugins are loaded
 when a name is not found among the built-in entries, or when the names are listed. A plugin
-never breaks a listing: one whose import fails, or that registers a name already taken, is one
-warning line on stderr (`warning: plugin 'x' (eebench.methods): <reason>`, once per plugin), and
-every other entry keeps working. `builtin()` lists eebench's own names (what its tests cover).
+never breaks a listing or a command: one whose import fails (any exception, `sys.exit` too),
+that names something other than what its group holds (a method group's entry that is not an
+`EarlyExitMethod` subclass: the registry's `expects`), or that registers a name already taken, is
+one warning line on stderr (`warning: plugin 'x' (eebench.methods): <reason>`, once per plugin),
+its entry is skipped and every other entry keeps working. `builtin()` lists eebench's own names
+(what its tests cover).
 """
 
 from __future__ import annotations
@@ -92,10 +95,28 @@ def _is_builtin_module(module: str) -> bool:
     return module == "eebench" or module.startswith("eebench.")
 
 
+def _described(obj: Any) -> str:
+    """What an object is, for a warning: "class builtins.dict", "function posix.getcwd",
+    "a float"."""
+    name = getattr(obj, "__qualname__", None)
+    if isinstance(obj, type):
+        return f"class {obj.__module__}.{obj.__qualname__}"
+    if callable(obj) and isinstance(name, str):
+        return f"function {getattr(obj, '__module__', None) or '?'}.{name}"
+    return f"a {type(obj).__name__}"
+
+
 class Registry(Generic[T]):
-    def __init__(self, kind: str, entry_point_group: str | None = None):
+    """Entries of one kind. `expects`: what a plugin's entry must be, checked before it is
+    registered (a subclass of it; `instances`: an instance of it), since a command would only
+    meet a wrong object later, as a traceback far from the plugin that gave it."""
+
+    def __init__(self, kind: str, entry_point_group: str | None = None,
+                 expects: type | None = None, instances: bool = False):
         self.kind = kind
         self.entry_point_group = entry_point_group
+        self.expects = expects
+        self.instances = instances
         self._items: dict[str, T | Lazy] = {}
         self._aliases: dict[str, str] = {}
         self._sources: dict[str, str] = {}  # name -> BUILTIN or "plugin 'x' (group)"
@@ -122,6 +143,10 @@ class Registry(Generic[T]):
             return
         if current is obj:
             return  # the same object again (an entry point naming what its module registered)
+        if _LOADING and not isinstance(obj, Lazy) and (wrong := self._wrong(key, obj)):
+            if wrong not in _LOADING[-1].problems:  # its module and its entry point name it
+                _LOADING[-1].problems.append(wrong)
+            return
         for n in (key, *(a.lower() for a in aliases)):
             if n in self._items or n in self._aliases:
                 if _LOADING:
@@ -136,6 +161,18 @@ class Registry(Generic[T]):
         for a in aliases:
             self._aliases[a.lower()] = key
 
+    def _wrong(self, name: str, obj: Any) -> str | None:
+        """Why `obj` cannot be entry `name` (None if it can): not what this registry holds."""
+        if self.expects is None:
+            return None
+        if self.instances:
+            fits, what = isinstance(obj, self.expects), f"a {self.expects.__name__}"
+        else:
+            fits = isinstance(obj, type) and issubclass(obj, self.expects)
+            what = f"a subclass of {self.expects.__name__}"
+        return None if fits else (f"{self.kind} {name!r} is {_described(obj)}, not {what}; "
+                                  "skipped")
+
     # -- plugins -------------------------------------------------------------------------------
     def _load_plugins(self) -> None:
         if self._plugins_loaded:
@@ -147,7 +184,8 @@ class Registry(Generic[T]):
             _LOADING.append(load)
             try:
                 self._load_one(ep, load)
-            except Exception as e:  # a broken plugin: one line, and the rest keeps working
+            # a broken plugin, even one that exits at import: one line, the rest keeps working
+            except (Exception, SystemExit) as e:
                 load.problems.insert(0, f"cannot load {ep.value}: {_one_line(e)}")
             finally:
                 _LOADING.pop()

@@ -109,7 +109,7 @@ def test_a_bad_trace_is_one_line_naming_its_row(run_dir, data_dir, tmp_path):
     assert "trace.txt:3: not a timestamp: 'soon'" in result.output
     assert "Traceback" not in result.output
     result = runner.invoke(app, [*args, "--trace", str(tmp_path / "absent.txt")])
-    assert result.exit_code == 1 and "absent.txt: no such trace file" in result.output
+    assert result.exit_code == 1 and "absent.txt: missing" in result.output
     trace.write_text("3\n3\n")
     result = runner.invoke(app, [*args, "--trace", str(trace)])
     assert result.exit_code == 2 and "every arrival of the trace is at one instant" in result.output

@@ -15,11 +15,14 @@ import typer
 from eebench.cli.app import app
 from eebench.cli.common import DataDirOption, JsonOption, err_console, out_dir, print_json
 from eebench.errors import UsageError
+from eebench.serve import limits as L
+from eebench.train.config import SEED_MAX
 
 DEFAULT_LOADS = "0.5,0.8,1.0,1.2"
 
 
-def _numbers(text: str, option: str) -> list[float]:
+def _numbers(text: str, option: str, most: float) -> list[float]:
+    """A comma-separated list of at most MAX_RATES numbers in (0, most]."""
     import math
 
     try:
@@ -28,6 +31,9 @@ def _numbers(text: str, option: str) -> list[float]:
         raise UsageError(f"{option} {text!r}: not a comma-separated list of numbers") from None
     if not values or any(not math.isfinite(v) or v <= 0 for v in values):
         raise UsageError(f"{option} {text!r}: give positive numbers, e.g. {option} 0.5,1")
+    if len(values) > L.MAX_RATES or max(values) > most:
+        raise UsageError(f"{option} {text[:40]!r}: at most {L.MAX_RATES} numbers, each at most "
+                         f"{most:g}")
     return values
 
 
@@ -54,18 +60,20 @@ def serve_replay_command(
         "--load", help="Rates as fractions of the full model's capacity on full batches, "
         "measured first (without --rates).")] = DEFAULT_LOADS,
     requests: Annotated[int, typer.Option(
-        "--requests", min=1, help="Requests per replay (samples drawn in a seeded order, "
-        "cycling; a trace: one per timestamp).")] = 500,
+        "--requests", min=1, max=L.MAX_REQUESTS, help="Requests per replay (samples drawn in "
+        "a seeded order, cycling; a trace: one per timestamp).")] = 500,
     max_batch: Annotated[int, typer.Option(
-        "--max-batch", min=1, help="Most samples in flight (and per batch).")] = 32,
+        "--max-batch", min=1, max=L.MAX_BATCH,
+        help="Most samples in flight (and per batch).")] = 32,
     target_ms: Annotated[float | None, typer.Option(
         "--target-ms", help="Latency target in ms (default: twice the full model's time for "
         "one full batch).", show_default=False)] = None,
     device: Annotated[str, typer.Option("--device", help="cpu, cuda or cuda:N.")] = "cpu",
     threads: Annotated[int | None, typer.Option(
-        "--threads", min=1, help="torch CPU threads (default: torch's).", show_default=False)
-    ] = None,
-    seed: Annotated[int, typer.Option("--seed", help="Seed of the arrivals and the order.")] = 0,
+        "--threads", min=1, max=L.MAX_THREADS, help="torch CPU threads (default: torch's).",
+        show_default=False)] = None,
+    seed: Annotated[int, typer.Option("--seed", min=0, max=SEED_MAX,
+                                      help="Seed of the arrivals and the order.")] = 0,
     data_dir: Path | None = DataDirOption,
     out: Annotated[Path | None, typer.Option(
         "--out", "-o", help="Directory for serving.json and latency-vs-load.png.",
@@ -85,15 +93,26 @@ def serve_replay_command(
         raise UsageError("--trace FILE goes with --arrivals trace, and only with it")
     if not (math.isfinite(burst) and burst >= 1):
         raise UsageError(f"--burst {burst:g}: a mean burst size is at least 1")
-    chosen_rates = None if rates is None else _numbers(rates, "--rates")
-    loads = _numbers(load, "--load")
-    if target_ms is not None and not (math.isfinite(target_ms) and target_ms > 0):
-        raise UsageError(f"--target-ms {target_ms:g}: give a positive number of milliseconds")
+    if burst > L.MAX_BURST:
+        raise UsageError(f"--burst {burst:g}: a mean burst size is at most {L.MAX_BURST:g}")
+    chosen_rates = None if rates is None else _numbers(rates, "--rates", L.MAX_RATE)
+    loads = _numbers(load, "--load", L.MAX_LOAD)
+    if target_ms is not None and not (math.isfinite(target_ms)
+                                      and 0 < target_ms <= L.MAX_TARGET_MS):
+        raise UsageError(f"--target-ms {target_ms:g}: give a positive number of milliseconds, "
+                         f"at most {L.MAX_TARGET_MS:g}")
     out_dir(out, "the replay's figure and serving.json")
     times = A.read_trace(trace) if trace is not None else None
-    if times is not None and chosen_rates is None and not math.isfinite(A.mean_rate(times)):
-        raise UsageError(f"{trace}: every arrival of the trace is at one instant, so it has no "
-                         "rate of its own", hint="give the rates to rescale it to: --rates R")
+    if times is not None:
+        requests = len(times)
+        if chosen_rates is None:  # its own timing
+            if not math.isfinite(A.mean_rate(times)):
+                raise UsageError(f"{trace}: every arrival of the trace is at one instant, so it "
+                                 "has no rate of its own",
+                                 hint="give the rates to rescale it to: --rates R")
+            chosen_rates = [A.mean_rate(times)]
+    if chosen_rates is not None:  # its length known before any work
+        _check_duration(chosen_rates, requests, None, trace, rates)
     _check_device(device)
 
     import torch
@@ -109,8 +128,8 @@ def serve_replay_command(
     target = load_target(run, row, resolve_data_dir(data_dir), device)
     capacity, batch_s = measure_capacity(target, max_batch)
     if chosen_rates is None:
-        chosen_rates = ([A.mean_rate(times)] if times is not None
-                        else [round(f * capacity, 1) for f in loads])
+        chosen_rates = [float(f"{f * capacity:.4g}") for f in loads]
+    _check_duration(chosen_rates, requests, capacity, trace, rates)
     from eebench.measure.timing import device_description
 
     report = replay(target, arrivals, chosen_rates, requests, max_batch,
@@ -129,6 +148,41 @@ def serve_replay_command(
 
         raise EebenchError(f"{bad} answers differ from the offline simulation beyond float "
                            "tolerance of the rule's boundary")
+
+
+def _check_duration(rates: list[float], n: int, capacity: float | None, trace: Path | None,
+                    rates_given: str | None) -> None:
+    """Refuse a replay that would run for more than MAX_REPLAY_S in real time, naming the
+    option to change; say how long an accepted one takes once the capacity is measured."""
+    from eebench.serve.replay import SCHEDULERS, replay_seconds
+
+    seconds = replay_seconds(rates, n, capacity)
+    what = (f"{len(SCHEDULERS)} schedulers x {len(rates)} rate{'s' if len(rates) > 1 else ''} x "
+            f"{n:,} requests")
+    if seconds > L.MAX_REPLAY_S:
+        if trace is not None and rates_given is None:
+            hint = (f"its timestamps are read as seconds; replay it faster with --rates R "
+                    f"(its own rate is {rates[0]:.3g}/s)")
+        elif trace is not None:
+            hint = "raise --rates (a trace sets the number of requests)"
+        elif rates_given is None:
+            hint = "raise --load, or lower --requests"
+        else:
+            hint = "raise --rates, or lower --requests"
+        raise UsageError(f"the replay would take about {_duration(seconds)} in real time "
+                         f"({what}), over the {_duration(L.MAX_REPLAY_S)} limit", hint=hint)
+    if capacity is not None:
+        err_console.print(f"[dim]replay: {what}, about {_duration(seconds)}[/]")
+
+
+def _duration(seconds: float) -> str:
+    """'40 s', '12 min', '3.5 h', '1,000 days', '31,710 years': the largest unit that fits."""
+    for unit, size in (("years", 365.25 * 86400), ("days", 86400.0), ("h", 3600.0),
+                       ("min", 60.0)):
+        if seconds >= 2 * size:
+            return f"{seconds / size:,.3g} {unit}" if seconds < 1000 * size \
+                else f"{seconds / size:,.0f} {unit}"
+    return f"{seconds:.0f} s" if seconds >= 1 else f"{seconds:.1g} s"
 
 
 def _check_device(device: str) -> None:

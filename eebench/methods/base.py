@@ -90,7 +90,8 @@ class Variant:
     values: tuple[float, ...]
 
 
-METHODS: Registry[type[EarlyExitMethod]] = Registry("method", entry_point_group="eebench.methods")
+METHODS: Registry[type[EarlyExitMethod]] = Registry("method", entry_point_group="eebench.methods",
+                                                     expects=EarlyExitMethod)
 
 
 def register_method(name: str) -> Callable[[type[EarlyExitMethod]], type[EarlyExitMethod]]:

@@ -65,7 +65,8 @@ class Backbone:
     family: str = "bert"
 
 
-BACKBONES: Registry[Backbone] = Registry("backbone", entry_point_group="eebench.backbones")
+BACKBONES: Registry[Backbone] = Registry("backbone", entry_point_group="eebench.backbones",
+                                          expects=Backbone, instances=True)
 
 
 # A small distilled model needs a larger step than BERT-base's 2e-5: at 2e-5 (PABEE, SST-2,

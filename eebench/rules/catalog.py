@@ -206,7 +206,8 @@ class RuleKind:
                 "comparison": self.comparison, "unit": self.unit}
 
 
-RULES: Registry[type[RuleKind]] = Registry("rule", entry_point_group="eebench.rules")
+RULES: Registry[type[RuleKind]] = Registry("rule", entry_point_group="eebench.rules",
+                                            expects=RuleKind)
 
 
 def register_rule(name: str) -> Callable[[type[RuleKind]], type[RuleKind]]:

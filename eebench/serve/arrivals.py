@@ -9,8 +9,10 @@ arrival list each rate.
   Poisson process at rate/burst; a burst's requests arrive at the same instant. The mean rate is
   `rate`, but a queue sees `burst` requests at once.
 - `read_trace(path)`: one timestamp a line (seconds; blank lines and `#` comments skipped),
-  shifted to start at 0. `rescale(times, rate)` stretches a trace to a mean rate, keeping its
-  shape.
+  shifted to start at 0; a regular file of bounded size and at most MAX_REQUESTS timestamps
+  (eebench.serve.limits; a FIFO or a device is refused unread). `rescale(times, rate)`
+  stretches a trace to a mean rate, keeping its shape.
+- `span(n, rate)`: how long `n` arrivals at `rate` take, what a replay waits for in real time.
 """
 
 from __future__ import annotations
@@ -21,17 +23,20 @@ from pathlib import Path
 import numpy as np
 
 from eebench.errors import DataError, UsageError
+from eebench.io import read_text
+from eebench.serve.limits import MAX_BURST, MAX_REQUESTS, MAX_TRACE_BYTES
 
 ARRIVALS = ("poisson", "bursty", "trace")
 DEFAULT_BURST = 8.0  # requests per burst, on average
+TRACE_HINT = "a trace holds one arrival time in seconds a line"
 
 
 def _check(rate: float, n: int) -> None:
     if not (math.isfinite(rate) and rate > 0):
         raise UsageError(f"an arrival rate must be a positive number of requests per second, "
                          f"got {rate}")
-    if n < 1:
-        raise UsageError(f"a replay needs at least one request, got {n}")
+    if not 1 <= n <= MAX_REQUESTS:
+        raise UsageError(f"a replay sends 1 to {MAX_REQUESTS:,} requests, got {n}")
 
 
 def poisson(rate: float, n: int, seed: int = 0) -> np.ndarray:
@@ -45,10 +50,11 @@ def poisson(rate: float, n: int, seed: int = 0) -> np.ndarray:
 def bursty(rate: float, n: int, burst: float = DEFAULT_BURST, seed: int = 0) -> np.ndarray:
     """`n` arrivals in bursts of geometric size (mean `burst`) at rate/burst bursts a second."""
     _check(rate, n)
-    if not (math.isfinite(burst) and burst >= 1):
-        raise UsageError(f"a mean burst size must be at least 1, got {burst}")
+    if not (math.isfinite(burst) and 1 <= burst <= MAX_BURST):
+        raise UsageError(f"a mean burst size must be 1 to {MAX_BURST:g}, got {burst}")
     rng = np.random.default_rng(seed)
-    sizes = rng.geometric(1.0 / burst, size=n)  # at least n requests in n bursts
+    # at least n requests in n bursts; none larger than n, so the repeat below stays n long
+    sizes = np.minimum(rng.geometric(1.0 / burst, size=n), n)
     sizes = sizes[: int(np.searchsorted(np.cumsum(sizes), n)) + 1]
     starts = np.cumsum(rng.exponential(burst / rate, size=len(sizes)))
     starts -= starts[0]
@@ -59,12 +65,8 @@ def read_trace(path: Path) -> np.ndarray:
     """Arrival timestamps from a text file, one a line, shifted to start at 0; unsorted,
     negative-gapped or non-numeric lines are refused in one line naming the file and row."""
     path = Path(path)
-    try:
-        text = path.read_text(encoding="utf-8")
-    except FileNotFoundError:
-        raise DataError(f"{path}: no such trace file",
-                        hint="a trace holds one arrival time in seconds a line") from None
-    times = []
+    text = read_text(path, TRACE_HINT, MAX_TRACE_BYTES)  # a FIFO or /dev/zero: refused unread
+    times: list[float] = []
     for row, line in enumerate(text.splitlines(), 1):
         line = line.split("#", 1)[0].strip()
         if not line:
@@ -73,9 +75,12 @@ def read_trace(path: Path) -> np.ndarray:
             t = float(line.split(",")[0])
         except ValueError:
             raise DataError(f"{path}:{row}: not a timestamp: {line[:40]!r}",
-                            hint="a trace holds one arrival time in seconds a line") from None
+                            hint=TRACE_HINT) from None
         if not math.isfinite(t) or (times and t < times[-1]):
             raise DataError(f"{path}:{row}: timestamps must be finite and in order ({t})")
+        if len(times) == MAX_REQUESTS:
+            raise DataError(f"{path}:{row}: more than {MAX_REQUESTS:,} timestamps, the most "
+                            "requests a replay sends", hint="replay a part of the trace")
         times.append(t)
     if not times:
         raise DataError(f"{path}: no timestamps in the trace")
@@ -96,3 +101,9 @@ def mean_rate(times: np.ndarray) -> float:
     """Requests per second over the span of the arrivals (inf for one instant)."""
     span = float(times[-1] - times[0]) if len(times) > 1 else 0.0
     return (len(times) - 1) / span if span > 0 else math.inf
+
+
+def span(n: int, rate: float) -> float:
+    """Seconds from the first of `n` arrivals at `rate` to the last: exactly, for a trace rescaled
+    to `rate` (or at its own mean rate); on average, for a Poisson or bursty process."""
+    return (n - 1) / rate if n > 1 else 0.0

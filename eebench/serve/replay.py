@@ -5,7 +5,8 @@ and what the offline one-pass simulation decided for each of them.
 variant records, the samples from the task's data (checked against the run's ids and the hash of
 its texts), the point's exit rule as the run built it (eebench.run.rederive) and the offline
 decisions, replayed over the exit logits the run stored. `measure_capacity` times the full model
-on full batches; `replay` runs every scheduler at every rate and checks every answer.
+on full batches; `replay` runs every scheduler at every rate and checks every answer;
+`replay_seconds` says beforehand about how long that takes in real time.
 """
 
 from __future__ import annotations
@@ -72,12 +73,16 @@ def load_target(run_dir: Path, point: int, data_dir: Path | None, device: str = 
     from eebench.methods.base import get_method
     from eebench.run.rederive import facts_for, rule_at
     from eebench.tasks.loaders import load_split
+    from eebench.tasks.spec import get_task
     from eebench.train.checkpoint import load_trained
 
     run = verify_run(Path(run_dir))
     if run.summary is None:
         raise DataError(f"{run_dir}: not a finished run (no {SUMMARY_FILE})")
     cfg, p = run.config, run.points[point]
+    if get_task(cfg.task).unit != "sequence":  # a request is a text, answered by one exit
+        raise DataError(f"{run_dir}: a run of {cfg.task}, a token task (sequence labelling); "
+                        "serve-replay serves sequence-level runs (a label per text)")
     variant = run.summary.variant(p.variant)
     arrays = load_file(str(run.path / PREDICTIONS_FILE))
     facts = facts_for(run, variant, arrays)
@@ -141,6 +146,15 @@ def measure_capacity(target: Target, max_batch: int, batches: int = 4) -> tuple[
             per_batch.append(time.perf_counter() - t0)
     seconds = float(np.median(per_batch))
     return min(max_batch, len(rows)) / seconds, seconds
+
+
+def replay_seconds(rates: Sequence[float], n: int, capacity_rps: float | None = None,
+                   schedulers: int = len(SCHEDULERS)) -> float:
+    """About how long a replay of `n` requests takes in real time: each scheduler at each rate
+    waits for the arrivals' span, and takes at least n / capacity to serve them where the full
+    model's capacity is known (a rate above it is served at about the capacity)."""
+    serving = n / capacity_rps if capacity_rps else 0.0
+    return schedulers * sum(max(A.span(n, rate), serving) for rate in rates)
 
 
 def replay(target: Target, kind: str, rates: Sequence[float], requests: int, max_batch: int,

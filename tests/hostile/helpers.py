@@ -49,18 +49,25 @@ def fails(*args: object, code: int, needle: str | None = None, prefix: str = "er
 
 def fails_within(*args: object, code: int, needle: str, prefix: str = "error: ",
                  env: dict[str, str] | None = None, limit: float = LIMIT_S,
-                 banner: bool = False) -> str:
+                 banner: bool = False, max_memory: int | None = None) -> str:
     """`eebench *args` in its own process, so that a case that would wait forever fails instead
     of hanging the suite: it ends within `limit` seconds with exit `code` and one line on stderr
     (holding `needle`; with `banner`, the last of the lines it printed, the only error), no
-    traceback."""
+    traceback. `max_memory` (bytes of address space) keeps a regression that reads without end
+    (a link to /dev/zero) from filling the machine."""
     import pytest
+
+    def capped() -> None:
+        import resource
+
+        resource.setrlimit(resource.RLIMIT_AS, (max_memory, max_memory))
 
     start = time.perf_counter()
     try:
         result = subprocess.run([sys.executable, "-m", "eebench", *map(str, args)],
                                 capture_output=True, text=True, timeout=limit, cwd=REPO,
-                                env={**os.environ, **(env or {})}, stdin=subprocess.DEVNULL)
+                                env={**os.environ, **(env or {})}, stdin=subprocess.DEVNULL,
+                                preexec_fn=capped if max_memory else None)
     except subprocess.TimeoutExpired:
         pytest.fail(f"eebench {' '.join(map(str, args))} still running after {limit} s")
     said = f"exit {result.returncode}\n--- stderr\n{result.stderr}"
