@@ -27,7 +27,6 @@ from eebench.rules.engine import Decisions, dynamic_batch, simulate
 from eebench.run.artifacts import (
     IDS_FILE,
     PREDICTIONS_FILE,
-    SUMMARY_FILE,
     RunFiles,
     samples_hash,
     verify_run,
@@ -74,9 +73,7 @@ def load_target(run_dir: Path, point: int, data_dir: Path | None, device: str = 
     from eebench.tasks.loaders import load_split
     from eebench.train.checkpoint import load_trained
 
-    run = verify_run(Path(run_dir))
-    if run.summary is None:
-        raise DataError(f"{run_dir}: not a finished run (no {SUMMARY_FILE})")
+    run = verify_run(Path(run_dir))  # finished, its files as its summary recorded them
     cfg, p = run.config, run.points[point]
     variant = run.summary.variant(p.variant)
     arrays = load_file(str(run.path / PREDICTIONS_FILE))
