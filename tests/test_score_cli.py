@@ -20,6 +20,8 @@ import eebench.cli.score  # noqa: F401  (registers the commands)
 from eebench.io import write_json
 from eebench.run.artifacts import (
     CONFIG_FILE,
+    ENV_FILE,
+    IDS_FILE,
     POINTS_FILE,
     PREDICTIONS_FILE,
     SUMMARY_FILE,
@@ -48,7 +50,9 @@ def write_run(
     sweep_param: str | None = None,
     num_layers: int = 6,
 ) -> Path:
-    """A run directory whose per-sample predictions reproduce each point's accuracy exactly."""
+    """A run directory whose per-sample predictions reproduce each point's accuracy exactly:
+    every file a run has; its summary records no sha256 (as runs written before hashes were),
+    so that a test may change the arrays it wrote."""
     sweep_param = sweep_param or ("layers" if method == "static" else "threshold")
     config = RunConfig(model=model, method=method, task=task, split=split, seed=seed,
                        sweep=[v for v, _, _ in points], max_seq_length=128,
@@ -73,10 +77,12 @@ def write_run(
             params_total=1, params_mean_used=1.0,
         ))
     write_json(run / CONFIG_FILE, config)
+    write_json(run / ENV_FILE, {})
     write_points(run / POINTS_FILE, ops)
     save_file({"labels": labels.astype(np.int64), "prediction": np.stack(preds).astype(np.int64),
                "exit_layer": np.repeat(np.array(layers)[:, None], N, axis=1)},
               str(run / PREDICTIONS_FILE))
+    (run / IDS_FILE).write_text("".join(f"{i}\n" for i in range(N)))
     write_json(run / SUMMARY_FILE, RunSummary(
         model=model, method=method, task=task, split=split, seed=seed, config_hash=config.key(),
         n_samples=N, num_points=len(points),

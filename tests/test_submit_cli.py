@@ -115,6 +115,11 @@ def test_submit_refuses_mixed_runs_in_one_line(runs, tmp_path):
     cfg = json.loads((other / R.CONFIG_FILE).read_text())
     cfg["model"] = "org/another-model"
     (other / R.CONFIG_FILE).write_text(json.dumps(cfg))
+    edited = _submit(runs, tmp_path / "b.json", runs["pabee"][0], other)
+    assert edited.exit_code == 1 and "config.json: does not match the sha256" in edited.stderr
+    summary = json.loads((other / R.SUMMARY_FILE).read_text())  # as that model's run says
+    summary["files"] = R.file_hashes(other)
+    (other / R.SUMMARY_FILE).write_text(json.dumps(summary))
     result = _submit(runs, tmp_path / "b.json", runs["pabee"][0], other)
     assert result.exit_code == 1 and "runs of mixed models" in result.stderr
     assert len(result.stderr.strip().splitlines()) == 1

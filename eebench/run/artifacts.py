@@ -143,11 +143,18 @@ def file_hashes(run_dir: Path) -> dict[str, str]:
 
 
 def verify_run(run_dir: Path) -> RunFiles:
-    """A finished run, checked rather than trusted: every file parses and matches the sha256 its
-    summary recorded (runs from before hashes were recorded: every file present, the arrays
-    readable). A damaged run is one line that says what is wrong."""
+    """A finished run, checked rather than trusted: the one way a run is read for a result (its
+    score, figures, reference curve, submission, export). Its summary is present (a run without
+    one is unfinished: its files may be from an attempt that stopped half-way) and every file
+    parses and matches the sha256 the summary recorded, so a points.jsonl edited by hand is
+    refused rather than scored (runs from before hashes were recorded: every file present, the
+    arrays readable). A damaged or unfinished run is one line naming the file."""
     hint = "rerun with --overwrite to redo it"
-    require_run_dir(Path(run_dir))  # not a run at all: not "damaged"
+    run_dir = Path(run_dir)
+    require_run_dir(run_dir)  # not a run at all: not "damaged"
+    if not (run_dir / SUMMARY_FILE).exists():
+        raise DataError(f"{run_dir / SUMMARY_FILE}: missing: the run is unfinished",
+                        hint="finish it with the same `eebench run` command")
     try:
         run = read_run(run_dir)
     except DataError as e:

@@ -1,9 +1,13 @@
 """Reading run directories: find them, load their points, refuse what cannot be scored together.
 
-A run directory (see eebench.run.artifacts) is any directory holding `points.jsonl`. Inputs may
-be run directories, parents searched recursively, or glob patterns. Every check here fails with one
-line that names the file, because a score silently computed over mismatched runs is worse than
-none.
+A run directory (see eebench.run.artifacts) holds `config.json`; inputs may be run directories,
+parents searched recursively, or glob patterns. A parent's runs are the directories below it that
+hold results (`points.jsonl` or `summary.json`): one that holds only its config and environment
+is a run that has not evaluated yet (a grid still running), and is not a result. Every run is
+read through eebench.run.artifacts.verify_run, the one way a run becomes a result: an unfinished
+run (results without `summary.json`) and a file changed since its summary recorded its sha256
+are refused, named, never scored. Every check here fails with one line that names the file,
+because a score silently computed over mismatched runs is worse than none.
 """
 
 from __future__ import annotations
@@ -24,10 +28,11 @@ from eebench.run.artifacts import (
     OperatingPoint,
     RunConfig,
     VariantRecord,
-    read_run,
+    verify_run,
 )
 
 GLOB_CHARS = set("*?[")
+RESULT_FILES = (POINTS_FILE, SUMMARY_FILE)  # a directory holding one holds a run's results
 
 
 @dataclass
@@ -40,7 +45,7 @@ class Run:
     config: RunConfig
     points: list[OperatingPoint]
     arrays: dict[str, np.ndarray] | None = field(default=None, repr=False)
-    # The models the run trained (its summary's record; empty while the run is unfinished).
+    # The models the run trained (its summary's record).
     variants: list[VariantRecord] = field(default_factory=list)
 
     @property
@@ -139,21 +144,31 @@ def _runs_under(path: Path) -> list[Path]:
     if not path.exists():
         raise DataError(f"{path}: no such file or directory")
     if path.is_file():
-        if path.name == POINTS_FILE:
+        if path.name in RESULT_FILES:
             return [path.parent]
         raise DataError(f"{path}: not a run directory (expected a directory holding {POINTS_FILE})")
-    runs = sorted(p.parent for p in path.rglob(POINTS_FILE))
+    if (path / CONFIG_FILE).is_file():  # a run named itself: read (and refused) as it is
+        return [path]
+    runs = run_dirs_under(path)
     if not runs:
         raise DataError(f"{path}: no run directories in it (no {POINTS_FILE} found)")
     return runs
 
 
+def run_dirs_under(folder: Path) -> list[Path]:
+    """The run directories below `folder` that hold results (RESULT_FILES), sorted: finished
+    ones, and unfinished ones for load_run to refuse. A summary without its points is found too,
+    so that deleting points.jsonl cannot hide a run."""
+    return sorted({p.parent for name in RESULT_FILES for p in Path(folder).rglob(name)})
+
+
 def load_run(path: Path) -> Run:
-    """Load one run directory; a missing/invalid file or an empty points.jsonl is a DataError."""
+    """Load one run directory, verified (verify_run: finished, every file as its summary
+    recorded it); a missing/invalid file or an empty points.jsonl is a DataError."""
     config_path = path / CONFIG_FILE
     if not config_path.is_file():
         raise DataError(f"{config_path}: missing (every run directory holds its config)")
-    files = read_run(path)  # today's schemas, whatever version wrote the run
+    files = verify_run(path)  # today's schemas, whatever version wrote the run
     config, points = files.config, files.points
     if not points:
         raise DataError(f"{path / POINTS_FILE}: no operating points in it")

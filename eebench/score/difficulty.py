@@ -29,7 +29,6 @@ from eebench.io import read_text
 from eebench.run.artifacts import (
     IDS_FILE,
     PREDICTIONS_FILE,
-    SUMMARY_FILE,
     OperatingPoint,
     RunFiles,
     VariantRecord,
@@ -70,10 +69,7 @@ def load_samples(run_dir: Path) -> Samples:
     from safetensors.numpy import load_file
 
     run_dir = Path(run_dir)
-    run = verify_run(run_dir)
-    if run.summary is None:
-        raise DataError(f"{run_dir}: unfinished run (no {SUMMARY_FILE})",
-                        hint="finish it with the same `eebench run` command")
+    run = verify_run(run_dir)  # finished, its files as its summary recorded them
     arrays = load_file(str(run_dir / PREDICTIONS_FILE))
     ids = read_text(run_dir / IDS_FILE).splitlines()
     for key in ("exit_layer", "prediction", "lengths"):

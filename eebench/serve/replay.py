@@ -28,7 +28,6 @@ from eebench.rules.engine import Decisions, dynamic_batch, simulate
 from eebench.run.artifacts import (
     IDS_FILE,
     PREDICTIONS_FILE,
-    SUMMARY_FILE,
     RunFiles,
     samples_hash,
     verify_run,
@@ -76,9 +75,7 @@ def load_target(run_dir: Path, point: int, data_dir: Path | None, device: str = 
     from eebench.tasks.spec import get_task
     from eebench.train.checkpoint import load_trained
 
-    run = verify_run(Path(run_dir))
-    if run.summary is None:
-        raise DataError(f"{run_dir}: not a finished run (no {SUMMARY_FILE})")
+    run = verify_run(Path(run_dir))  # finished, its files as its summary recorded them
     cfg, p = run.config, run.points[point]
     if get_task(cfg.task).unit != "sequence":  # a request is a text, answered by one exit
         raise DataError(f"{run_dir}: a run of {cfg.task}, a token task (sequence labelling); "

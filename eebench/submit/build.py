@@ -1,9 +1,11 @@
 """Build a leaderboard submission from run directories (what `eebench submit` writes).
 
-Runs are read with eebench.score (the same loader and checks `eebench score` uses), so a
-submission holds exactly what a score would be computed from. One submission is one model with
-one method, settings and FLOPs convention: several tasks and seeds are welcome, a mix of models or
-methods is refused with one line, because a leaderboard row must describe one thing.
+Runs are read with eebench.score (the same loader and checks `eebench score` uses: finished,
+every file as its summary recorded it), so a submission holds exactly what a score would be
+computed from; each point is recomputed from the run's predictions (eebench.score.recompute)
+before it is copied. One submission is one model with one method, settings and FLOPs
+convention: several tasks and seeds are welcome, a mix of models or methods is refused with one
+line, because a leaderboard row must describe one thing.
 
 Provenance is recorded as hashes, never as copies: sha256 of every data file the runs read (found
 through the task specs' local file paths under the data directory; null when the data came from
@@ -238,8 +240,12 @@ def _build(inputs: Sequence[str | Path], data_dir: Path | None, reference: Path 
            name: str | None, extrapolate: str) -> Submission:
     from eebench.score import aggregate_seeds, check_consistent, load_runs, raw_points
 
-    runs = load_runs(inputs)
+    runs = load_runs(inputs)  # finished, their files as their summaries recorded them
     from eebench.score.quality import fill_quality
+    from eebench.score.recompute import check_points
+
+    for run in runs:  # the points it copies are what the predictions it hashes give
+        check_points(run)
 
     fill_quality(runs)  # the quality fields of runs written without them, from their arrays
     model = _one(runs, "models", lambda r: r.config.model)

@@ -5,10 +5,11 @@ The order matters. The size is checked on the file system before a byte is read 
 refused without being parsed into memory); then the JSON is parsed with hooks that refuse NaN,
 infinity and duplicate keys (Python's json module accepts all three); then the pydantic schema
 (types, missing and unknown fields, bounded sizes); then what no schema can say: known tasks and
-their metrics, metric ranges per metric, a histogram that adds up to the sample count, an average
-exit layer that is the histogram's mean, FLOPs that never fall as samples run deeper (along one
-swept parameter); then
-physical plausibility (eebench.submit.plausible: FLOPs and parameters a model of the declared
+their metrics, metric ranges per metric, scores a whole number of samples gives
+(eebench.submit.counts: the file carries its predictions' sha256, not the predictions), a
+histogram that adds up to the sample count, an average exit layer that is the histogram's
+mean, FLOPs that never fall as samples run deeper (along one swept parameter); then physical
+plausibility (eebench.submit.plausible: FLOPs and parameters a model of the declared
 size can have); last, the ELUE score (eebench.submit.rescore): the reference the file names is
 looked up by name (and sha256) among known reference files, and every task's score and the
 overall are recomputed from the file's own points, seed-averaged as `eebench submit` does; a
@@ -29,6 +30,7 @@ from pydantic import ValidationError
 
 from eebench.errors import DataError, EebenchError, printable
 from eebench.io import read_bytes
+from eebench.submit.counts import check_counts
 from eebench.submit.plausible import check_costs
 from eebench.submit.rescore import (
     KnownReference,
@@ -197,6 +199,7 @@ def _check_scores(p: OperatingPoint, where: str, t: TaskEntry) -> None:
 def _check_point(p: OperatingPoint, where: str, t: TaskEntry, n_samples: int,
                  model_params: int) -> None:
     _check_scores(p, where, t)
+    check_counts(p, where, n_samples)  # scores some predictions over its samples can give
     num_layers = t.num_layers
     hist = p.exit_histogram
     if len(hist) != num_layers:

@@ -20,7 +20,9 @@ from eebench.errors import DataError, UsageError
 
 
 class Runs(BaseModel):
-    """The finished runs (with a summary.json) under `folder`, relative to the root; filtered."""
+    """The runs under `folder` (relative to the root) that hold results, filtered: each read
+    verified (eebench.score.load_run), so an unfinished or edited one is refused, not skipped;
+    a run still training (its config alone) is not one yet."""
 
     model_config = ConfigDict(frozen=True, extra="forbid")
     folder: str
@@ -68,14 +70,13 @@ class Context:
     def runs(self, spec: Runs, quality: bool = False, required: bool = False) -> list:
         """The runs `spec` names, loaded once per folder (with `quality`: a copy whose points
         have their quality fields filled from the stored arrays); `required`: none is an error."""
-        from eebench.run.artifacts import SUMMARY_FILE
         from eebench.score import load_run
+        from eebench.score.collect import run_dirs_under
 
         for folder in (spec.folder, *spec.also):
             if (folder, quality) not in self._runs:
                 root = self.path(folder)
-                runs = [load_run(p.parent) for p in sorted(root.rglob(SUMMARY_FILE))] \
-                    if root.is_dir() else []
+                runs = [load_run(p) for p in run_dirs_under(root)] if root.is_dir() else []
                 if quality:
                     from eebench.score.quality import fill_quality
 
