@@ -46,6 +46,7 @@ eebench.run.grid turns the result into validated runs.
 from __future__ import annotations
 
 import sys
+from collections.abc import Sequence
 from pathlib import Path
 from typing import TYPE_CHECKING, Annotated, Any, ClassVar, Literal
 
@@ -107,8 +108,30 @@ class TimingConfig(BaseModel):
     # points moves both sides of a ratio. Left out of config.json at "once" (no run is renamed)
     # and when nothing is timed (a run without timing is the same run either way).
     baseline: Literal["once", "paired"] = "once"
+    # Real inference timed at this many points of a run's sweep (None: at every point), the
+    # others checked against the simulation as with timing off (`timed_values`). Left out of
+    # config.json while None (no run is renamed) and, like `baseline`, when nothing is timed.
+    points: int | None = Field(None, ge=2)
 
-    ADDED_LATER: ClassVar[dict[str, Any]] = {"baseline": "once"}
+    ADDED_LATER: ClassVar[dict[str, Any]] = {"baseline": "once", "points": None}
+
+    def timed_values(self, sweep: Sequence[float]) -> list[float]:
+        """The sweep values whose real inference is timed: none with timing off, every one
+        without `points`, else `points` of them in the sweep's order, at positions
+        round(i (n - 1) / (points - 1)), i = 0 .. points - 1, halves rounded up: the first and
+        the last value and the others evenly between (12 values, 5 points: positions 0, 3, 6,
+        8, 11). Static's one model per value is timed where its value is."""
+        n, k = len(sweep), self.points
+        if not self.enabled or k is None or k >= n:
+            return list(sweep) if self.enabled else []
+        return [sweep[(2 * i * (n - 1) + k - 1) // (2 * (k - 1))] for i in range(k)]
+
+    def at(self, value: float, sweep: Sequence[float]) -> TimingConfig:
+        """The timing of the point at `value`: this one where the point is timed, else timing
+        off (its real inference run once, unwarmed, at the largest batch size: the check)."""
+        if value in self.timed_values(sweep):
+            return self
+        return self.model_copy(update={"enabled": False})
 
     @property
     def full_once(self) -> bool:
@@ -124,10 +147,11 @@ class TimingConfig(BaseModel):
     def _leave_out_added_later(self, handler):
         data = handler(self)
         for name, default in self.ADDED_LATER.items():
-            if data.get(name) == default:
+            if name in data and data[name] == default:
                 data.pop(name)
-        if not self.enabled:  # nothing timed: when the full model would be timed names nothing
-            data.pop("baseline", None)
+        if not self.enabled:  # nothing timed: when and where it would be timed names nothing
+            for name in self.ADDED_LATER:
+                data.pop(name, None)
         return data
 
 
