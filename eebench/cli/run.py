@@ -197,7 +197,9 @@ def run_command(
         raise UsageError(f"--time-points {time_points} times that many points of each sweep, "
                          "and --no-timing times none: drop one")
     cfg = load_config(config)
-    methods = method or cfg.methods
+    # a setting or a sweep for each method run: the config's, and its [[grids]] entries'
+    methods = method or list(dict.fromkeys([*cfg.methods, *(m for g in cfg.grids
+                                                            for m in g.methods)]))
     settings = parse_settings(setting or [])
     sweep_values = parse_sweep(sweep)
     cfg = merge(cfg, {  # the flags given (None: not given) over the config's settings
@@ -217,7 +219,7 @@ def run_command(
         "sweeps": {m: sweep_values for m in methods} if sweep_values else None,
         "rules": rule or None,
     })
-    if not cfg.methods or not cfg.tasks:
+    if not cfg.grids and (not cfg.methods or not cfg.tasks):
         raise UsageError("say what to run: --method and --task, or a --config with methods "
                          "and tasks")
     from eebench.cli.backends import grid_request, parse_stop_by

@@ -34,6 +34,10 @@ A file can hold defaults for a single `eebench run` and, optionally, the grid of
     max_seq_length = 256
     train = { epochs = 3 }
 
+    [[grids]]               # optional: several grids, each over the fields above (subgrids)
+    seeds = [2, 3]
+    timing = { enabled = false }
+
 Every table is a model (TrainConfig, TimingConfig, TaskSettings), so a bad name or value fails
 when the file is read, with the nearest known name as a hint; so do the names the tables are keyed
 by (a method, a method+rule, a task: `check_names`), a method's settings (its own Settings model),
@@ -76,6 +80,7 @@ MAX_CONFIG_BYTES = 1 << 20  # a config is a few kB; 1 MiB of TOML takes a second
 MAX_GRID_RUNS = 10_000  # seeds x tasks x methods x (1 + rules): the largest benchmark has 240
 MAX_SWEEP = 1000  # values in one sweep (a submission holds at most 1000 points a run)
 MAX_BATCH = 1 << 16
+MAX_GRIDS = 100  # [[grids]] entries: a plan has a few
 
 
 def _each_once(values: list[Any]) -> list[Any]:
@@ -165,6 +170,20 @@ class TaskSettings(BaseModel):
     train: GivenTrainConfig = Field(default_factory=TrainConfig)
 
 
+class GridEntry(BaseModel):
+    """One of a config's `[[grids]]`: the fields it gives go over the config's own for its
+    cells (tables key by key, as flags do); eebench.run.subgrids."""
+
+    model_config = ConfigDict(extra="forbid", allow_inf_nan=False)
+
+    methods: Annotated[list[str], EachOnce] = Field(default_factory=list)
+    tasks: Annotated[list[str], EachOnce] = Field(default_factory=list)
+    seeds: Annotated[list[Seed], Field(min_length=1), EachOnce] = Field(default_factory=list)
+    sweeps: dict[str, Sweep] = Field(default_factory=dict)
+    timing: TimingConfig = Field(default_factory=TimingConfig)
+    methods_settings: dict[str, dict[str, Any]] = Field(default_factory=dict)
+
+
 class BenchConfig(BaseModel):
     model_config = ConfigDict(extra="forbid", protected_namespaces=(), allow_inf_nan=False)
 
@@ -199,6 +218,8 @@ class BenchConfig(BaseModel):
     # Other exit rules to sweep on each method's trained model, in the same pass (eebench rules)
     rules: Annotated[list[str], EachOnce] = Field(default_factory=list)
     tasks_settings: dict[str, TaskSettings] = Field(default_factory=dict)
+    # Several grids in one: each entry over the fields above, the grid their cells' union
+    grids: Annotated[list[GridEntry], Field(max_length=MAX_GRIDS)] = Field(default_factory=list)
 
     def for_task(self, task: str) -> TaskSettings:
         """The task's budget: its own settings (under any of its names) over the config's.
@@ -241,27 +262,31 @@ def merge(config: BenchConfig, overrides: dict[str, Any]) -> BenchConfig:
     every row unless the command line gives one.
     """
     data = config.model_dump(exclude_unset=True)
+    if data.get("grids"):  # over each entry too; --method, --task, --seed select its cells
+        from eebench.run.subgrids import flags_over_grids
+
+        data["grids"], overrides = flags_over_grids(config, data["grids"], overrides)
     tasks = data.get("tasks_settings", {})
     if (overrides.get("split") or config.split) != "dev":
         for table in (data, *tasks.values()):
             table.pop("max_eval_samples", None)
     budget = {k: v for k, v in overrides.items() if k in TaskSettings.model_fields}
     for name, own in tasks.items():
-        tasks[name] = _merged(own, budget)
+        tasks[name] = overlay(own, budget)
     try:
-        merged = BenchConfig.model_validate(_merged(data, overrides))
+        merged = BenchConfig.model_validate(overlay(data, overrides))
     except ValidationError as e:
         raise settings_error(e, model=BenchConfig) from None
     check_names(merged)
     return merged
 
 
-def _merged(base: dict[str, Any], over: dict[str, Any]) -> dict[str, Any]:
+def overlay(base: dict[str, Any], over: dict[str, Any]) -> dict[str, Any]:
     """`over` on `base`: tables merged key by key, a key keeping its place; None left out."""
     out = dict(base)
     for key, value in over.items():
         if isinstance(value, dict):
-            out[key] = _merged(out.get(key) or {}, value)
+            out[key] = overlay(out.get(key) or {}, value)
         elif value is not None:
             out[key] = value
     return out
@@ -287,6 +312,10 @@ def load_config(path: Path | None) -> BenchConfig:
     except RecursionError:
         raise UsageError(f"{path}: nested too deeply") from None
     check_names(config, where=f"{path}: ", own=True)
+    if config.grids:
+        from eebench.run.subgrids import check_grids
+
+        check_grids(config, where=f"{path}: ")
     return config
 
 
