@@ -1,16 +1,21 @@
 #!/usr/bin/env bash
-# The 12-layer ELUE benchmark (benchmarks/mpnet-recipes.toml), resumable: rerun it after an
-# interruption and it continues (a finished run directory is skipped, a checkpoint resumed).
+# The 12-layer ELUE benchmark (benchmarks/mpnet-recipes.toml, its plan: docs/benchmarks.md),
+# resumable: rerun it after an interruption and it continues (a finished run directory is
+# skipped, a checkpoint resumed).
 #   bash benchmarks/mpnet_recipes.sh [DATA_DIR] [WORKERS] [STOP_BY]
 # WORKERS processes (default: the number of cores) share each phase, one thread each:
 #   0. benchmarks/mpnet-claims.toml: the full model, DeeBERT and PABEE on RTE and CoLA, three
-#      seeds, for the papers' claims made there (small: about 5 core-hours);
-#   1. every method on seed 1 (static first, then the cascade, which reuses its models), each
-#      cell's models then run on the ELUE test split at once (labels withheld, for ELUE's
-#      files; --test-out), while their checkpoints are at hand: SST-2, STS-B and SciTail first,
-#      then ELUE MRPC, whose dev runs came before --test-out and whose models train again for
-#      the test split (checkpoints are not kept between sessions);
-#   2. static, DeeBERT and PABEE on seeds 2 and 3.
+#      seeds, for the papers' claims made there (done);
+#   a. SWEET on ELUE MRPC, seed 1, again once its run directory is deleted (and its test-split
+#      twin under $TEST, where the model changes): the one cell of ELUE MRPC's seed 1 to redo.
+#      Run without STOP_BY: deleting the run deleted the record its estimate came from (its
+#      last run took 1,720 s);
+#   b. every method on seed 1 of ELUE SST-2, then STS-B, then SciTail (static first, then the
+#      cascade, which reuses its models), real inference timed at 4 points of each sweep, each
+#      cell's models then run on the ELUE test split at once (labels withheld, for ELUE's files;
+#      --test-out), while their checkpoints are at hand;
+#   c. seeds 2 and 3 of the full model (static k = 12), DeeBERT and PABEE on the four tasks,
+#      nothing timed.
 # A worker that finds a static cell taken helps train its twelve models (docs/running.md).
 # STOP_BY (HH:MM, a date and time, or 2h30m from now): start no cell that would end after it.
 set -euo pipefail
@@ -25,6 +30,6 @@ CONFIG=benchmarks/mpnet-claims.toml
 together
 CONFIG=benchmarks/mpnet-recipes.toml
 TEST=benchmarks/results/mpnet-recipes-test
+STOP_BY='' together --seed 1 --task elue-mrpc --method sweet --test-out "$TEST"
 together --seed 1 --test-out "$TEST" --task elue-sst2 --task elue-stsb --task elue-scitail
-together --seed 1 --test-out "$TEST"
-together --seed 2 --seed 3 --method static --method deebert --method pabee
+together --seed 2 --seed 3

@@ -316,3 +316,24 @@ def test_a_claim_against_another_method_is_the_difference_seed_by_seed(terms):
     assert said.endswith("above deebert's")  # "better": no margin claimed, none printed
     assert _claim(terms=terms, against="deebert", exit=1.5, **kw).said().endswith(
         "above deebert's by +1.5")
+
+
+def test_a_time_claim_leaves_out_the_points_and_runs_that_were_not_timed():
+    """`[timing] points` or timing off: a point without timings has no speed-up in time terms,
+    and a seed whose run timed nothing is not among the seeds measured (not one that 'does not
+    reach' the speed-up)."""
+    runs = _runs("static", "pabee", task="elue-mrpc")
+    claim = _claim(terms="time", speedup=1.2)
+    every = measure(runs, claim)
+    seed3 = next(r for r in runs if r.config.method == "pabee" and r.config.seed == 3)
+    seed3.points = [p.model_copy(update={"timings": []}) for p in seed3.points]
+    two = measure(runs, claim)
+    assert (two["seeds"], two["of_seeds"]) == (2, 2) and "seeds reach" not in two["cell"]
+    assert every["seeds"] == 3
+    seed2 = next(r for r in runs if r.config.method == "pabee" and r.config.seed == 2)
+    timed = [p for p in seed2.points if p.timings]
+    seed2.points = [p if i % 2 else p.model_copy(update={"timings": []})
+                    for i, p in enumerate(seed2.points)]
+    fewer = measure(runs, claim)
+    assert fewer["status"] == "measured" and len(timed) > sum(bool(p.timings)
+                                                             for p in seed2.points)

@@ -525,3 +525,45 @@ def test_without_timing_real_inference_runs_once_unwarmed_at_the_largest_batch_s
     _, decisions = E.timed_inference(torch.nn.Linear(1, 1), None, np.arange(3), timed, False,
                                      warm=lambda b: calls.append("warm"), infer=infer)
     assert sizes == [1, 32] and calls.count("warm") == 2 and len(decisions) == 2
+
+
+def test_timing_at_a_few_points_times_those_and_checks_every_point(tmp_path, backbone, data_dir,
+                                                                   monkeypatch):
+    """`--time-points 3` (a config's `[timing] points`) of five thresholds: the first, the
+    middle and the last are timed (with the full model's shared timing), the other two hold no
+    timings, and every point is still checked against the simulation, the untimed ones once at
+    the largest batch size. Static times the models of the values picked: the full model is
+    timed for those alone."""
+    import eebench.run.evaluate as E
+
+    monkeypatch.chdir(tmp_path)
+    calls: list[tuple[bool, bool]] = []
+    real = E._real_inference
+
+    def spy(model, rule, enc, subset, timing, spec, full):
+        calls.append((full, timing.enabled))
+        return real(model, rule, enc, subset, timing, spec, full)
+
+    monkeypatch.setattr(E, "_real_inference", spy)
+    out = _run(tmp_path, backbone, data_dir, "--method", "deebert", "--sweep",
+               "0.1,0.2,0.3,0.4,0.5", "--time-points", "3")
+    run = R.read_run(Path(out["run_dir"]))
+    assert [p.sweep_value for p in run.points if p.timings] == [0.1, 0.3, 0.5]
+    assert calls == [(True, True)] + [(False, v in (0.1, 0.3, 0.5)) for v in
+                                      (0.1, 0.2, 0.3, 0.4, 0.5)]
+    for p in run.points:
+        assert {(t.mode, t.batch_size) for t in p.timings} == (
+            {("dynamic", 1), ("dynamic", 32), ("full", 1), ("full", 32)} if p.timings else set())
+        assert p.disagreements is not None and p.disagreements == p.disagreements_near_threshold
+    assert run.config.timing.points == 3
+    assert json.loads((run.path / R.CONFIG_FILE).read_text())["timing"]["points"] == 3
+
+    calls.clear()
+    static = R.read_run(Path(_run(tmp_path, backbone, data_dir, "--method", "static",
+                                  "--sweep", "1,2,3", "--time-points", "2")["run_dir"]))
+    assert [(p.sweep_value, bool(p.timings)) for p in static.points] == [
+        (1.0, True), (2.0, False), (3.0, True)]
+    assert calls == [(True, True), (False, True), (False, False), (True, True), (False, True)]
+    refused = CliRunner().invoke(app, ["run", "--method", "pabee", "--task", "rte",
+                                       "--no-timing", "--time-points", "2"])
+    assert refused.exit_code == 2 and "--time-points 2" in refused.stderr

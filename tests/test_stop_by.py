@@ -186,3 +186,68 @@ def test_a_grid_defers_a_cell_that_this_machines_pace_puts_after_the_stop(
     assert re.fullmatch(r"its estimate, ~\d+ min at this machine's pace so far \(\S+x the "
                         r"recorded runs'\), would end at \d\d:\d\d, after \d\d:\d\d",
                         done.outcomes[2].error), done.outcomes[2].error
+
+
+def test_a_cells_timing_is_its_sources_cost_per_timed_point_times_its_own():
+    """The estimate takes the source run's measured timing (and its untimed checks) out of its
+    time and puts the cell's in: its timed points at the source's cost per timed point, a check
+    for each other point; a source that timed nothing, or a cell timing as it did, changes
+    nothing."""
+    from eebench.run.backends.timing_cost import TimingCost, estimate
+
+    cost = TimingCost(seconds=1000.0, timed=20, untimed=0, check=5.0)
+    # 1500 s training (x2 by steps), 500 s of the rest not timing
+    assert estimate(3000.0, 1500.0, 2.0, cost, 20, 0) == 3000 + 500 + 1000  # as timed
+    assert estimate(3000.0, 1500.0, 2.0, cost, 4, 16) == 3000 + 500 + 200 + 80
+    assert estimate(3000.0, 1500.0, 2.0, cost, 0, 20) == 3000 + 500 + 100  # timing off
+    assert estimate(3000.0, 1500.0, 2.0, None, 0, 20) == 4500  # nothing known: as before
+    untimed = TimingCost(seconds=0.0, timed=0, untimed=20, check=0.0)
+    assert estimate(3000.0, 1500.0, 2.0, untimed, 4, 16) == 4500
+    # training unknown: all but the timing scales by steps; a resumed run's time is training
+    assert estimate(3000.0, None, 2.0, cost, 4, 16) == 4000 + 280
+    resumed = TimingCost(seconds=1000.0, timed=20, untimed=0, check=5.0, resumed=True)
+    assert estimate(3000.0, None, 2.0, resumed, 4, 16) == 6000 + 280
+    # a source with untimed points: their checks are taken out too
+    part = TimingCost(seconds=200.0, timed=4, untimed=16, check=5.0)
+    assert estimate(3000.0, 1500.0, 1.0, part, 20, 0) == 1500 + 1220 + 1000
+
+
+@pytest.mark.parametrize("method", ["pabee", "deebert", "pcee", "berxit", "maxprob"])
+def test_the_committed_timing_with_its_warm_up_is_what_the_runs_sweeps_took(method):
+    """ELUE MRPC's committed 12-layer runs (every point timed, the full model beside it, 100
+    samples at batch sizes 1 and 32): their raw batch times and their warm-up (5 batches of
+    the mean, at most the 4 batches of 32) are all of their time after training but 40-60 s
+    (the full pass over the split, FLOPs, the files)."""
+    from eebench.run.artifacts import read_run
+    from eebench.run.backends.timing_cost import timing_cost
+
+    [run_dir] = (Path(__file__).resolve().parent.parent / "benchmarks" / "results" /
+                 "mpnet-recipes" / "mpnet-base" / method / "elue-mrpc").iterdir()
+    run, cost = read_run(run_dir), timing_cost(run_dir)
+    raw = sum(sum(t.raw_ms) for p in run.points for t in p.timings) / 1e3
+    assert (cost.timed, cost.untimed) == (len(run.points), 0) and 1.4 * raw < cost.seconds
+    rest = run.summary.wall_seconds - run.summary.train_seconds
+    assert 40 < rest - cost.seconds < 60
+    assert 3 < cost.check < 12  # one pass at batch size 32 of 100 samples
+
+
+def test_a_sibling_is_scaled_by_its_steps_and_a_grids_shared_models_count_once(
+        tmp_path, backbone, data_dir):
+    """Static on seed 2 with k = 2 alone is estimated from seed 1's static with k = 1 and 2:
+    its training time scaled by the steps (half), the rest as it is (nothing timed). The
+    cascade's models are static's: where static's cell comes first, they are its steps alone."""
+    cfg = tmp_path / "bench.toml"
+    cfg.write_text(_config(tmp_path, backbone, "1").read_text().replace(
+        'methods = ["pabee"]', 'methods = ["static"]') + '[sweeps]\nstatic = [1, 2]\n')
+    assert _run(cfg, data_dir).exit_code == 0
+    [seed1] = api.plan(api.config(cfg), data_dir)
+    planned = api.plan(api.config(cfg, seeds=[2], sweeps={"static": [2.0]}), data_dir)
+    [seed2] = planned
+    assert (seed2.train_steps, seed2.estimate_from, seed2.estimate_scaled) == (
+        seed1.train_steps / 2, seed1.key, False)
+    assert seed2.estimate_train_seconds == pytest.approx(seed1.estimate_train_seconds / 2)
+    assert seed2.estimate_seconds == pytest.approx(
+        seed1.estimate_seconds - seed1.estimate_train_seconds / 2)
+    shared = api.plan(api.config(cfg, seeds=[3], methods=["static", "cascade"]), data_dir)
+    assert [(r.method, r.train_steps_left) for r in shared] == [
+        ("static", seed1.train_steps), ("cascade", 0)]

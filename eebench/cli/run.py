@@ -108,6 +108,11 @@ def run_command(
     time_samples: Annotated[int | None, typer.Option(
         "--time-samples", help="Samples timed and checked with real dynamic inference [200].",
         show_default=False)] = None,
+    time_points: Annotated[int | None, typer.Option(
+        "--time-points", help="Time real inference at N points of each sweep only, spread evenly "
+        "over it, its first and last among them (a config's [timing] points); the other points "
+        "are checked against the simulation, untimed [every point timed].", show_default=False)
+    ] = None,
     no_timing: Annotated[bool, typer.Option(
         "--no-timing", help="Skip wall-time measurement (the --time-samples samples still check "
         "real dynamic inference against the simulation, once, at the largest batch size).")
@@ -188,8 +193,13 @@ def run_command(
     if no_timing and paired_timing:  # the samples still check real inference: no conflict
         raise UsageError("--paired-timing times the full model beside each point, and "
                          "--no-timing times nothing: drop one")
+    if no_timing and time_points is not None:
+        raise UsageError(f"--time-points {time_points} times that many points of each sweep, "
+                         "and --no-timing times none: drop one")
     cfg = load_config(config)
-    methods = method or cfg.methods
+    # a setting or a sweep for each method run: the config's, and its [[grids]] entries'
+    methods = method or list(dict.fromkeys([*cfg.methods, *(m for g in cfg.grids
+                                                            for m in g.methods)]))
     settings = parse_settings(setting or [])
     sweep_values = parse_sweep(sweep)
     cfg = merge(cfg, {  # the flags given (None: not given) over the config's settings
@@ -204,12 +214,12 @@ def run_command(
                   "batch_size": batch_size, "group_by_length": group_by_length,
                   "precision": precision},
         "timing": {"samples": time_samples, "enabled": False if no_timing else None,
-                   "baseline": "paired" if paired_timing else None},
+                   "baseline": "paired" if paired_timing else None, "points": time_points},
         "methods_settings": {m: settings for m in methods} if settings else None,
         "sweeps": {m: sweep_values for m in methods} if sweep_values else None,
         "rules": rule or None,
     })
-    if not cfg.methods or not cfg.tasks:
+    if not cfg.grids and (not cfg.methods or not cfg.tasks):
         raise UsageError("say what to run: --method and --task, or a --config with methods "
                          "and tasks")
     from eebench.cli.backends import grid_request, parse_stop_by

@@ -34,6 +34,10 @@ A file can hold defaults for a single `eebench run` and, optionally, the grid of
     max_seq_length = 256
     train = { epochs = 3 }
 
+    [[grids]]               # optional: several grids, each over the fields above (subgrids)
+    seeds = [2, 3]
+    timing = { enabled = false }
+
 Every table is a model (TrainConfig, TimingConfig, TaskSettings), so a bad name or value fails
 when the file is read, with the nearest known name as a hint; so do the names the tables are keyed
 by (a method, a method+rule, a task: `check_names`), a method's settings (its own Settings model),
@@ -46,6 +50,7 @@ eebench.run.grid turns the result into validated runs.
 from __future__ import annotations
 
 import sys
+from collections.abc import Sequence
 from pathlib import Path
 from typing import TYPE_CHECKING, Annotated, Any, ClassVar, Literal
 
@@ -75,6 +80,7 @@ MAX_CONFIG_BYTES = 1 << 20  # a config is a few kB; 1 MiB of TOML takes a second
 MAX_GRID_RUNS = 10_000  # seeds x tasks x methods x (1 + rules): the largest benchmark has 240
 MAX_SWEEP = 1000  # values in one sweep (a submission holds at most 1000 points a run)
 MAX_BATCH = 1 << 16
+MAX_GRIDS = 100  # [[grids]] entries: a plan has a few
 
 
 def _each_once(values: list[Any]) -> list[Any]:
@@ -107,8 +113,30 @@ class TimingConfig(BaseModel):
     # points moves both sides of a ratio. Left out of config.json at "once" (no run is renamed)
     # and when nothing is timed (a run without timing is the same run either way).
     baseline: Literal["once", "paired"] = "once"
+    # Real inference timed at this many points of a run's sweep (None: at every point), the
+    # others checked against the simulation as with timing off (`timed_values`). Left out of
+    # config.json while None (no run is renamed) and, like `baseline`, when nothing is timed.
+    points: int | None = Field(None, ge=2)
 
-    ADDED_LATER: ClassVar[dict[str, Any]] = {"baseline": "once"}
+    ADDED_LATER: ClassVar[dict[str, Any]] = {"baseline": "once", "points": None}
+
+    def timed_values(self, sweep: Sequence[float]) -> list[float]:
+        """The sweep values whose real inference is timed: none with timing off, every one
+        without `points`, else `points` of them in the sweep's order, at positions
+        round(i (n - 1) / (points - 1)), i = 0 .. points - 1, halves rounded up: the first and
+        the last value and the others evenly between (12 values, 5 points: positions 0, 3, 6,
+        8, 11). Static's one model per value is timed where its value is."""
+        n, k = len(sweep), self.points
+        if not self.enabled or k is None or k >= n:
+            return list(sweep) if self.enabled else []
+        return [sweep[(2 * i * (n - 1) + k - 1) // (2 * (k - 1))] for i in range(k)]
+
+    def at(self, value: float, sweep: Sequence[float]) -> TimingConfig:
+        """The timing of the point at `value`: this one where the point is timed, else timing
+        off (its real inference run once, unwarmed, at the largest batch size: the check)."""
+        if value in self.timed_values(sweep):
+            return self
+        return self.model_copy(update={"enabled": False})
 
     @property
     def full_once(self) -> bool:
@@ -124,10 +152,11 @@ class TimingConfig(BaseModel):
     def _leave_out_added_later(self, handler):
         data = handler(self)
         for name, default in self.ADDED_LATER.items():
-            if data.get(name) == default:
+            if name in data and data[name] == default:
                 data.pop(name)
-        if not self.enabled:  # nothing timed: when the full model would be timed names nothing
-            data.pop("baseline", None)
+        if not self.enabled:  # nothing timed: when and where it would be timed names nothing
+            for name in self.ADDED_LATER:
+                data.pop(name, None)
         return data
 
 
@@ -139,6 +168,20 @@ class TaskSettings(BaseModel):
     max_seq_length: int | None = Field(None, ge=8)
     max_eval_samples: int | None = Field(None, ge=1)
     train: GivenTrainConfig = Field(default_factory=TrainConfig)
+
+
+class GridEntry(BaseModel):
+    """One of a config's `[[grids]]`: the fields it gives go over the config's own for its
+    cells (tables key by key, as flags do); eebench.run.subgrids."""
+
+    model_config = ConfigDict(extra="forbid", allow_inf_nan=False)
+
+    methods: Annotated[list[str], EachOnce] = Field(default_factory=list)
+    tasks: Annotated[list[str], EachOnce] = Field(default_factory=list)
+    seeds: Annotated[list[Seed], Field(min_length=1), EachOnce] = Field(default_factory=list)
+    sweeps: dict[str, Sweep] = Field(default_factory=dict)
+    timing: TimingConfig = Field(default_factory=TimingConfig)
+    methods_settings: dict[str, dict[str, Any]] = Field(default_factory=dict)
 
 
 class BenchConfig(BaseModel):
@@ -175,6 +218,8 @@ class BenchConfig(BaseModel):
     # Other exit rules to sweep on each method's trained model, in the same pass (eebench rules)
     rules: Annotated[list[str], EachOnce] = Field(default_factory=list)
     tasks_settings: dict[str, TaskSettings] = Field(default_factory=dict)
+    # Several grids in one: each entry over the fields above, the grid their cells' union
+    grids: Annotated[list[GridEntry], Field(max_length=MAX_GRIDS)] = Field(default_factory=list)
 
     def for_task(self, task: str) -> TaskSettings:
         """The task's budget: its own settings (under any of its names) over the config's.
@@ -217,27 +262,31 @@ def merge(config: BenchConfig, overrides: dict[str, Any]) -> BenchConfig:
     every row unless the command line gives one.
     """
     data = config.model_dump(exclude_unset=True)
+    if data.get("grids"):  # over each entry too; --method, --task, --seed select its cells
+        from eebench.run.subgrids import flags_over_grids
+
+        data["grids"], overrides = flags_over_grids(config, data["grids"], overrides)
     tasks = data.get("tasks_settings", {})
     if (overrides.get("split") or config.split) != "dev":
         for table in (data, *tasks.values()):
             table.pop("max_eval_samples", None)
     budget = {k: v for k, v in overrides.items() if k in TaskSettings.model_fields}
     for name, own in tasks.items():
-        tasks[name] = _merged(own, budget)
+        tasks[name] = overlay(own, budget)
     try:
-        merged = BenchConfig.model_validate(_merged(data, overrides))
+        merged = BenchConfig.model_validate(overlay(data, overrides))
     except ValidationError as e:
         raise settings_error(e, model=BenchConfig) from None
     check_names(merged)
     return merged
 
 
-def _merged(base: dict[str, Any], over: dict[str, Any]) -> dict[str, Any]:
+def overlay(base: dict[str, Any], over: dict[str, Any]) -> dict[str, Any]:
     """`over` on `base`: tables merged key by key, a key keeping its place; None left out."""
     out = dict(base)
     for key, value in over.items():
         if isinstance(value, dict):
-            out[key] = _merged(out.get(key) or {}, value)
+            out[key] = overlay(out.get(key) or {}, value)
         elif value is not None:
             out[key] = value
     return out
@@ -263,6 +312,10 @@ def load_config(path: Path | None) -> BenchConfig:
     except RecursionError:
         raise UsageError(f"{path}: nested too deeply") from None
     check_names(config, where=f"{path}: ", own=True)
+    if config.grids:
+        from eebench.run.subgrids import check_grids
+
+        check_grids(config, where=f"{path}: ")
     return config
 
 

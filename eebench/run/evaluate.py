@@ -123,12 +123,11 @@ def rule_record(cfg: RunConfig, method: Any, spec: TaskSpec) -> RuleRecord:
 def sweep_variant(cfg: RunConfig, variant: Variant, spec: TaskSpec, fp: FullPass,
                   full_layers: int, opts) -> Measured:
     """Every sweep value of the run's rule over one full pass: the simulated decisions and their
-    metrics, FLOPs and quality, each checked against (and timed with) real dynamic inference."""
+    metrics, FLOPs and quality, each checked against real dynamic inference and timed with it
+    (at every point, or at those `[timing] points` picks: the others have no timings)."""
     from eebench.tasks.metrics import compute_metrics
 
     model, out, table, params, subset = fp.model, fp.out, fp.table, fp.params, fp.subset
-    timing = cfg.timing
-    timed = timing.enabled
     named, make_rule = rule_for(cfg, variant, fp.facts)
     values = variant.values if cfg.rule is None else tuple(cfg.sweep)
     sweep_task = _progress_task(opts, f"{cfg.label} {cfg.task}: sweep, check, time", len(values))
@@ -154,7 +153,9 @@ def sweep_variant(cfg: RunConfig, variant: Variant, spec: TaskSpec, fp: FullPass
         flops = table.per_sample_flops(dec.exit_index, out.lengths)
         labelled = out.labels is not None
         metrics = compute_metrics(spec, dec.prediction, out.labels) if labelled else {}
-        # real dynamic inference on the subset: timed, and checked against the simulation
+        # real dynamic inference on the subset: checked against the simulation, and timed at
+        # the points `[timing] points` picks (every point by default)
+        timing = cfg.timing.at(value, cfg.sweep)
         timings, real = _real_inference(model, rule, fp.enc, subset, timing, spec, full=False)
         checks = [compare(dec, r, subset, spec.is_regression) for r in real]
         agreement = max(checks, key=lambda c: c.disagreements)
@@ -169,7 +170,7 @@ def sweep_variant(cfg: RunConfig, variant: Variant, spec: TaskSpec, fp: FullPass
             mean_mflops=float(flops.mean()) / 1e6, speedup=full_layers / avg,
             layer_saving=1 - avg / full_layers, params_total=params.total,
             params_mean_used=float(params.mean_used(dec.exit_index)),
-            timings=(timings if timed else []) + fp.baseline,
+            timings=timings + fp.baseline if timing.enabled else [],
             disagreements=agreement.disagreements,
             disagreements_near_threshold=agreement.near_threshold,
             **_quality(quality_logits, dec, full_pred, out.labels, spec.is_regression),

@@ -203,6 +203,8 @@ def sweep_tokens(cfg: RunConfig, variant: Variant, spec: TaskSpec, fp: FullPass,
     points, exit_layers, preds, word_exits = [], [], [], []
     for value in values:
         rule = make_rule(value)
+        # checked at every point, timed at those `[timing] points` picks (every one by default)
+        timed = cfg.model_copy(update={"timing": cfg.timing.at(value, cfg.sweep)})
         if isinstance(rule, FixedRule):  # a method without a rule: one exit, every sentence's
             if model.num_exits != 1:
                 raise ValueError(f"{cfg.method}: no token rule for a model of "
@@ -213,11 +215,11 @@ def sweep_tokens(cfg: RunConfig, variant: Variant, spec: TaskSpec, fp: FullPass,
             dec = halting.decisions
             flops = _live_costs(fp, cfg.flops_convention).sentence_flops(
                 table, dec.exit_index.numpy(), out.lengths, halting.live_pieces)
-            timings, real = _real_halting(model, rule, enc, fp.subset, cfg)
+            timings, real = _real_halting(model, rule, enc, fp.subset, timed)
         else:  # a decision per sentence, replayed over the one pass
             dec = simulate_tokens(rule, out.logits, out.mask)
             flops = table.per_sample_flops(dec.exit_index.numpy(), out.lengths)
-            timings, real = _real_tokens(model, rule, enc, fp.subset, cfg, full=False)
+            timings, real = _real_tokens(model, rule, enc, fp.subset, timed, full=False)
         layers = exit_layer_of[dec.exit_index.numpy()]
         tags = enc.predictions_per_word(dec.prediction.numpy())
         metrics = token_metrics(spec, tags, enc.tags) if enc.tags is not None else {}
@@ -234,7 +236,7 @@ def sweep_tokens(cfg: RunConfig, variant: Variant, spec: TaskSpec, fp: FullPass,
             mean_mflops=float(flops.mean()) / 1e6, speedup=full_layers / avg,
             layer_saving=1 - avg / full_layers, params_total=params.total,
             params_mean_used=float(params.mean_used(dec.exit_index.numpy())),
-            timings=(timings if cfg.timing.enabled else []) + fp.baseline,
+            timings=timings + fp.baseline if timed.timing.enabled else [],
             disagreements=agreement.disagreements,
             disagreements_near_threshold=agreement.near_threshold,
         ))

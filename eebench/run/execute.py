@@ -182,7 +182,7 @@ def _execute(cfgs: list[RunConfig], opts: RunOptions, run_dirs: list[Path]) -> N
         cfg, [v.method.models(full_layers) for v in variants], trained, train_ex, dev_ex, opts)
     results = [_Results() for _ in cfgs]
     for variant, ckpt_dir in zip(variants, ckpt_dirs, strict=True):
-        fp = full_pass(cfg, spec, ckpt_dir, eval_ex, opts)
+        fp = full_pass(_pass_config(cfgs, variant), spec, ckpt_dir, eval_ex, opts)
         if len(cfgs) > 1:
             _say(opts, f"one pass over {len(eval_ex)} samples: sweeping "
                        f"{', '.join(c.label for c in cfgs)}")
@@ -200,6 +200,20 @@ def _execute(cfgs: list[RunConfig], opts: RunOptions, run_dirs: list[Path]) -> N
         summary.wall_seconds = round(time.perf_counter() - started, 1)
         summary.train_seconds = res.train_seconds
         write_json(run_dir / SUMMARY_FILE, summary)
+
+
+def _pass_config(cfgs: list[RunConfig], variant) -> RunConfig:
+    """The run configuration a variant's full pass reads: the group's first, with timing off
+    where no run of the group times a point of this variant (`[timing] points`), so that the
+    full model is not timed once for a model none of whose points is timed."""
+    def times(c: RunConfig) -> bool:
+        values = variant.values if c.rule is None else c.sweep
+        return any(v in c.timing.timed_values(c.sweep) for v in values)
+
+    cfg = cfgs[0]
+    if any(times(c) for c in cfgs) or not cfg.timing.enabled:
+        return cfg
+    return cfg.model_copy(update={"timing": cfg.timing.model_copy(update={"enabled": False})})
 
 
 @dataclass

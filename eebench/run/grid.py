@@ -45,7 +45,12 @@ class Grid:
 def expand(config: BenchConfig, skip_unrunnable: bool = True) -> Grid:
     """Every seed x task x method of `config`, seed by seed and task by task (a benchmark stopped
     half-way has whole seeds to show). A grid skips the pairs a method cannot run (entropy on
-    regression); with `skip_unrunnable` off (one pair asked for by name) they are refused."""
+    regression); with `skip_unrunnable` off (one pair asked for by name) they are refused.
+    A config with [[grids]] is the union of its entries' grids (eebench.run.subgrids)."""
+    if config.grids:
+        from eebench.run.subgrids import expand_union
+
+        return expand_union(config, skip_unrunnable)
     if config.test_out is not None and (config.split != "dev" or config.eval_task is not None):
         what = "--eval-task" if config.eval_task is not None else f"--split {config.split}"
         raise UsageError(f"test_out adds test-split runs beside dev runs; with {what} there "

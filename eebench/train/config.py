@@ -162,10 +162,16 @@ def settings_error(e: ValidationError, where: str = "", section: tuple[str, ...]
                    model: type[BaseModel] | None = None) -> UsageError:
     """A validation's first error on one line, naming the setting by its place in a config
     (`section` is where the validated table sits): "training setting lr: Input should be a
-    finite number", "setting timing.samples: ..." (list positions left out). An unknown name
-    gets the nearest known one of its table as a hint, found in `model` (the validated model)."""
+    finite number", "setting timing.samples: ..." (a position in a list of values left out, one
+    in a list of tables counted from 1: "grids[2].timing.points"). An unknown name gets the
+    nearest known one of its table as a hint, found in `model` (the validated model)."""
     err = e.errors()[0]
-    names = [str(part) for part in (*section, *err["loc"]) if not isinstance(part, int)]
+    parts, names = (*section, *err["loc"]), []
+    for i, part in enumerate(parts):
+        if not isinstance(part, int):
+            names.append(str(part))
+        elif names and i + 1 < len(parts):  # an entry of a list of tables ([[grids]])
+            names[-1] += f"[{part + 1}]"
     kind = "setting"
     if names[:1] == ["train"] and len(names) > 1:
         kind, names = "training setting", names[1:]

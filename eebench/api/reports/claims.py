@@ -88,7 +88,8 @@ def _per_seed(runs: list, claim: Claim, labels: tuple[str, ...], task: str
               ) -> dict[str, tuple[dict[int, float], float, set[int]]]:
     """For each of `labels`, per seed, what the claim measures of its runs on `task`, the
     largest speed-up they reach (0 for an ELUE score), and the seeds whose runs it looked at
-    (a seed whose points never reach the claimed speed-up is among them, not among the first)."""
+    (a seed whose points never reach the claimed speed-up is among them, not among the first;
+    in "time" terms a run that timed no point, `[timing] points` or timing off, is not)."""
     runs = [r for r in runs if r.config.task == task]
     if claim.terms == "elue":
         from eebench.api.reports.curves import own_elue_by_seed
@@ -108,8 +109,10 @@ def _per_seed(runs: list, claim: Claim, labels: tuple[str, ...], task: str
             base = full.get(r.config.seed)
             if r.config.label != label or base is None or _score(base, claim) is None:
                 continue
-            ran.add(r.config.seed)
             speed = _speedups(r.points, base, claim)
+            if not speed:  # nothing timed: not measured in time terms
+                continue
+            ran.add(r.config.seed)
             top = max([top, *speed.values()])
             ok = [_score(r.points[i], claim) for i, s in speed.items()
                   if s >= claim.speedup - 1e-9 and _score(r.points[i], claim) is not None]

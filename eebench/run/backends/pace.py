@@ -67,8 +67,8 @@ class Pace:
 def seconds_per_step(row: PlannedCell) -> float | None:
     """The training seconds per optimizer step that the row's estimate assumes."""
     steps = row.train_steps
-    if row.estimate_scaled and row.train_steps_left is not None:
-        steps = row.train_steps_left  # the steps a scaled estimate's training part is for
+    if row.estimate_from != row.key and row.train_steps_left is not None:
+        steps = row.train_steps_left  # the steps another run's training part is scaled to
     if row.estimate_train_seconds is None or not steps:
         return None
     return row.estimate_train_seconds / steps

@@ -3,17 +3,20 @@
 The cost is what can be known before running, and no more: the optimizer steps each model of the
 cell would take (`ceil(samples / batch) x epochs`, summed over the method's stages and the models
 it trains), the steps still to take (a model whose checkpoint under the grid's `checkpoints` has
-finished costs none, whichever cell trained it: the cascade reuses static's models; an unfinished
-one costs what is left of it; known where the training split is on disk), and,
-where a run of the same model, method and task has finished under the same `--out`, its recorded
-wall time as a rough estimate; else a finished run of the same model and method on another task
-(a cell of the grid, or a run under the same `--out` that the grid leaves out, as a `--task`
-filter does), its training time scaled by the ratio of training steps and the rest of its wall
-time carried over as it is: that rest is mostly the sweep's real inference and timing, on a
-subset of fixed size (`[timing] samples`) for each point of the same sweep, whatever the task;
-the one full pass over the evaluated split, which does grow with it, is a small part. A run
-resumed from checkpoints trained earlier records less wall time than its training took: its cost
-is the larger of the two, all of it scaled by steps.
+finished costs none, whichever cell trained it, and a model that a cell still to run before it
+trains counts there: the cascade reuses static's models; an unfinished one costs what is left of
+it; known where the training split is on disk), and an estimate from a finished run: the cell's
+own recorded wall time; else that of a run of the same model, method and task under the same
+`--out` (another seed or setting); else that of a finished run of the same model and method on
+another task (a cell of the grid, or a run under the same `--out` that the grid leaves out, as a
+`--task` filter does; marked scaled). Another run's time is scaled to the cell: its training time
+by the ratio of the steps the cell has left to its training steps, and the rest of its wall time
+carried over with its timing replaced by the cell's (eebench.run.backends.timing_cost): the rest
+is mostly the sweep's real inference and timing, on a subset of fixed size (`[timing] samples`)
+for each point whatever the task, so what counts is how many points each times (`[timing]
+points`, or none); the one full pass over the evaluated split, which does grow with the task, is
+a small part. A run resumed from checkpoints trained earlier records less wall time than its
+training took: its cost is the larger of the two, scaled by steps, its timing apart.
 """
 
 from __future__ import annotations
@@ -29,6 +32,7 @@ from eebench.errors import DataError, EebenchError
 from eebench.io import read_json
 from eebench.run.artifacts import SUMMARY_FILE
 from eebench.run.backends.cells import Cell, cell_dir, read_error, status
+from eebench.run.backends.timing_cost import estimate, points_of, timing_cost
 
 if TYPE_CHECKING:
     from eebench.run.artifacts import RunConfig
@@ -58,6 +62,9 @@ class PlannedCell:
     # when the run the estimate comes from finished (its summary's time): one that finished
     # while a grid's process ran is of that process's machine (eebench.run.backends.pace)
     estimate_written: float | None = None
+    # the cell's points, and those it times (`[timing] points`; None: not known)
+    points: int | None = None
+    timed_points: int | None = None
 
     def as_dict(self) -> dict[str, Any]:
         return asdict(self)
@@ -66,7 +73,7 @@ class PlannedCell:
 def plan(cells: list[Cell], out: Path, data_dir: Path | None,
          submitted: set[str] | None = None, checkpoints: Path | None = None
          ) -> list[PlannedCell]:
-    rows = []
+    rows, claimed = [], set()  # the models of the cells still to run before this one
     for cell in cells:
         error = None
         try:
@@ -79,12 +86,18 @@ def plan(cells: list[Cell], out: Path, data_dir: Path | None,
             error = str((read_error(cell, out) or {}).get("error"))
         seconds, trained, source, written = _estimate(cell, out)
         rc = cell.config
-        steps = None if checkpoints is None else steps_left(cell, data_dir, checkpoints)
+        steps = None if checkpoints is None else steps_left(
+            cell, data_dir, checkpoints, claimed if state == "todo" else None)
         total, left = steps if steps is not None else (train_steps(cell, data_dir), None)
-        rows.append(PlannedCell(
+        timed, untimed = points_of(rc)
+        rows.append(row := PlannedCell(
             cell.label, rc.task, rc.seed, cell.key, state, total, seconds, source, error,
             str(cell_dir(cell, out)), estimate_train_seconds=trained, train_steps_left=left,
-            estimate_written=written))
+            estimate_written=written, points=timed + untimed, timed_points=timed))
+        if source is not None and source != cell.key and total:  # a sibling's: to scale
+            sibling = _finished(cell_dir(cell, out).parent / source, data_dir, checkpoints)
+            if sibling is not None:
+                _adopt(row, sibling)
     keys = {r.key for r in rows}
     _scale_estimates(rows, [cell.config.model for cell in cells], lambda i: _finished_beside(
         cells[i], out, data_dir, checkpoints, keys))
@@ -100,6 +113,23 @@ class _Finished:
     estimate_seconds: float
     estimate_train_seconds: float | None
     estimate_written: float | None = None
+    run_dir: str = ""
+
+
+def _adopt(row: PlannedCell, near: PlannedCell | _Finished) -> None:
+    """The row's estimate from a finished run: its training time scaled by the ratio of the
+    steps the row has left (all of them where that is unknown) to the run's steps, the rest
+    carried over with the run's timing replaced by the row's (`timing_cost.estimate`)."""
+    left = row.train_steps if row.train_steps_left is None else row.train_steps_left
+    by_steps = left / near.train_steps
+    trained = near.estimate_train_seconds
+    cost = timing_cost(near.run_dir) if near.run_dir and row.timed_points is not None else None
+    timed = row.timed_points or 0
+    untimed = (row.points or 0) - timed
+    row.estimate_seconds = estimate(near.estimate_seconds, trained, by_steps, cost, timed,
+                                    untimed)
+    row.estimate_train_seconds = None if trained is None else trained * by_steps
+    row.estimate_from, row.estimate_written = near.key, near.estimate_written
 
 
 def _scale_estimates(rows: list[PlannedCell], models: list[str],
@@ -122,17 +152,8 @@ def _scale_estimates(rows: list[PlannedCell], models: list[str],
         if not like and beside is not None:
             like = beside(i)
         if like:
-            near = min(like, key=lambda r: abs(math.log(row.train_steps / r.train_steps)))
-            left = row.train_steps if row.train_steps_left is None else row.train_steps_left
-            by_steps = left / near.train_steps
-            trained = near.estimate_train_seconds
-            if trained is not None:
-                row.estimate_train_seconds = trained * by_steps
-                row.estimate_seconds = near.estimate_seconds - trained + trained * by_steps
-            else:
-                row.estimate_seconds = near.estimate_seconds * by_steps
-            row.estimate_from, row.estimate_scaled = near.key, True
-            row.estimate_written = near.estimate_written
+            _adopt(row, min(like, key=lambda r: abs(math.log(row.train_steps / r.train_steps))))
+            row.estimate_scaled = True
 
 
 def _finished_beside(cell: Cell, out: Path, data_dir: Path | None, checkpoints: Path | None,
@@ -140,27 +161,36 @@ def _finished_beside(cell: Cell, out: Path, data_dir: Path | None, checkpoints: 
     """The finished runs under `out` of the cell's model and method on the other tasks, the
     grid's own cells left out (a damaged or unreadable one gives nothing), with their training
     steps counted as the grid's own are."""
-    from eebench.io import read_model
-    from eebench.run.artifacts import CONFIG_FILE, RunConfig
-
     task_dir = cell_dir(cell, out).parent
     found = []
     for summary in sorted(task_dir.parent.glob(f"*/*/{SUMMARY_FILE}")):
         run_dir = summary.parent
         if run_dir.parent == task_dir or run_dir.name in grid_keys:
             continue
-        seconds, trained, _ = _recorded(run_dir)
-        if seconds is None:
-            continue
-        try:
-            rc = read_model(run_dir / CONFIG_FILE, RunConfig)
-        except EebenchError:
-            continue
-        exact = None if checkpoints is None else steps_left(Cell((rc,)), data_dir, checkpoints)
-        steps = exact[0] if exact is not None else _steps(rc, data_dir)
-        if steps:
-            found.append(_Finished(run_dir.name, steps, seconds, trained, _written(run_dir)))
+        if (finished := _finished(run_dir, data_dir, checkpoints)) is not None:
+            found.append(finished)
     return found
+
+
+def _finished(run_dir: Path, data_dir: Path | None, checkpoints: Path | None
+              ) -> _Finished | None:
+    """A finished run with its training steps counted as the grid's own are (None: not
+    finished, damaged or unreadable, or its steps unknown)."""
+    from eebench.io import read_model
+    from eebench.run.artifacts import CONFIG_FILE, RunConfig
+
+    seconds, trained, _ = _recorded(run_dir)
+    if seconds is None:
+        return None
+    try:
+        rc = read_model(run_dir / CONFIG_FILE, RunConfig)
+    except EebenchError:
+        return None
+    exact = None if checkpoints is None else steps_left(Cell((rc,)), data_dir, checkpoints)
+    steps = exact[0] if exact is not None else _steps(rc, data_dir)
+    if not steps:
+        return None
+    return _Finished(run_dir.name, steps, seconds, trained, _written(run_dir), str(run_dir))
 
 
 def train_steps(cell: Cell, data_dir: Path | None) -> int | None:
@@ -193,20 +223,26 @@ def _steps(rc: RunConfig, data_dir: Path | None) -> int | None:
     return steps
 
 
-def steps_left(cell: Cell, data_dir: Path | None, checkpoints: Path
-               ) -> tuple[int, int] | None:
+def steps_left(cell: Cell, data_dir: Path | None, checkpoints: Path,
+               claimed: set[Path] | None = None) -> tuple[int, int] | None:
     """The cell's training steps exactly (what each model trains on, calibration examples held
     out) and those its models' checkpoints under `checkpoints` have not taken yet: each model's
     checkpoint is named as `eebench.train.loop.train` names it (so one that another cell
-    finished counts as done); None where the training split is not on disk."""
+    finished counts as done); None where the training split is not on disk. `claimed`: the
+    models that cells still to run before this one train (the cascade's are static's), left
+    out of its steps left, and to which its own are added."""
     models = trained_models(cell, data_dir, checkpoints)
     if models is None:
         return None
     total = left = 0
     for m in models:
         total += m.steps
+        if claimed is not None and m.path in claimed:
+            continue  # an earlier cell trains it: counted there
         if m.state is None or not m.state.finished:
             left += max(0, m.steps - (m.state.global_step if m.state is not None else 0))
+    if claimed is not None:
+        claimed.update(m.path for m in models)
     return total, left
 
 
