@@ -14,12 +14,29 @@ REPO = Path(__file__).resolve().parents[1]
 DEFAULT_DATA_DIR = REPO.parent / "shared" / "data"
 
 
+def pytest_addoption(parser):
+    parser.addoption(
+        "--audit-since", metavar="REV", default=None,
+        help="audit tier (-m audit): check only the committed runs changed since git revision "
+             "REV (also EEBENCH_AUDIT_SINCE=REV); CI checks them all")
+
+
 def pytest_configure(config):
     """Small models run fastest on one thread, and the test machines are shared: tests use
-    EEBENCH_TEST_THREADS torch threads (default 1)."""
+    EEBENCH_TEST_THREADS torch threads (default 1). `--audit-since` is checked before anything
+    is collected (the audits' parameters are the runs it leaves)."""
     import torch
 
+    from tests import committed
+
     torch.set_num_threads(int(os.environ.get("EEBENCH_TEST_THREADS", "1")))
+    rev = config.getoption("--audit-since")
+    if rev:
+        try:
+            committed.check_revision(rev)
+        except ValueError as e:
+            raise pytest.UsageError(f"--audit-since {rev}: not a commit here ({e})") from None
+        os.environ[committed.SINCE] = rev
 
 
 def _data_dir() -> Path | None:
@@ -59,3 +76,24 @@ def minilm_path() -> Path:
 def no_env_data_dir(monkeypatch):
     """Commands see no EEBENCH_DATA_DIR: the data directory is the one a test names."""
     monkeypatch.delenv("EEBENCH_DATA_DIR", raising=False)
+
+
+@pytest.fixture(scope="session")
+def minilm_backbone(minilm_path):
+    """The real MiniLM-L6, read from disk once per test run: `make(method, pooling, num_labels=2)`
+    gives a fresh multi-exit model on a copy of its weights (what `build_model("minilm-l6", ...)`
+    gives, without reading the files again)."""
+    import copy
+
+    from eebench.models.backbones import load_hf_model, resolve_pooling
+    from eebench.models.build import assemble
+
+    hf = load_hf_model("minilm-l6")
+
+    def make(method, pooling=None, num_labels=2):
+        model = assemble(copy.deepcopy(hf), method, num_labels, None,
+                         resolve_pooling("minilm-l6", pooling))
+        model.source = "minilm-l6"
+        return model
+
+    return make

@@ -21,10 +21,11 @@ from eebench.run.grid import expand
 from eebench.tasks.loaders import load_split
 from eebench.tasks.spec import get_task
 from eebench.train.config import TrainConfig, hashed_train, run_config
+from tests.committed import audited
 
 ROOT = Path(__file__).resolve().parent.parent
 RESULTS = ROOT / "benchmarks" / "results"
-COMMITTED = sorted(RESULTS.glob("**/config.json"))
+COMMITTED = [d / "config.json" for d in audited(p.parent for p in RESULTS.glob("**/config.json"))]
 runner = CliRunner()
 
 # Computed with the dataclass TrainConfig, before settings became pydantic models.
@@ -54,6 +55,7 @@ def test_the_checkpoint_hash_of_the_same_settings_does_not_change(data_dir):
         assert config_hash(config) == key, name
 
 
+@pytest.mark.audit
 @pytest.mark.parametrize("path", COMMITTED, ids=[str(p.parent.relative_to(RESULTS))
                                                  for p in COMMITTED])
 def test_committed_runs_keep_their_names_and_their_bytes(path):
@@ -93,6 +95,7 @@ def test_every_benchmark_config_names_its_precision():
         assert precision in ("fp32", "bf16"), (path.name, precision)
 
 
+@pytest.mark.audit
 @pytest.mark.parametrize("out", GRIDS)
 def test_the_benchmark_config_expands_to_the_committed_runs(out, minilm_path):
     grids = GRIDS[out] if isinstance(GRIDS[out], list) else [GRIDS[out]]
@@ -128,6 +131,7 @@ OWN_CONFIG = {
 }
 
 
+@pytest.mark.audit
 @pytest.mark.parametrize("out", OWN_CONFIG)
 def test_a_benchmark_with_its_own_config_expands_to_its_committed_runs(out, minilm_path):
     config, grid = OWN_CONFIG[out]

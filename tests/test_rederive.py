@@ -22,6 +22,7 @@ from eebench.run import artifacts as R
 from eebench.run.rederive import rederive
 from eebench.run.upgrade import upgrade
 from tests import tiny
+from tests.committed import audited
 
 ROOT = Path(__file__).resolve().parent.parent
 RESULTS = ROOT / "benchmarks" / "results"
@@ -33,6 +34,7 @@ IN_PROGRESS: set[str] = set()
 TOKEN_RUNS = ("ner-minilm", "ner-minilm-tokee", "ner-minilm-test")
 COMMITTED = sorted(p.parent for p in RESULTS.rglob(R.SUMMARY_FILE)
                    if p.relative_to(RESULTS).parts[0] not in {*IN_PROGRESS, *TOKEN_RUNS})
+AUDITED = audited(COMMITTED)  # all, or those changed since --audit-since
 
 runner = CliRunner()
 
@@ -152,6 +154,7 @@ def test_older_summaries_read_with_their_rule_and_new_fields_stay_out_at_their_d
     assert "rule" not in parsed.model_copy(update={"rule": None}).model_dump(mode="json")
 
 
+@pytest.mark.audit
 def test_every_committed_benchmark_folder_is_checked_and_its_first_run_re_derives():
     folders = {}
     for d in COMMITTED:
@@ -164,6 +167,7 @@ def test_every_committed_benchmark_folder_is_checked_and_its_first_run_re_derive
         _rederives(run_dir)
 
 
+@pytest.mark.audit
 def test_committed_calibrated_runs_record_their_temperatures_and_where_they_came_from():
     """Every calibrated max-prob run records a temperature per exit. The nine written before runs
     recorded them had theirs recovered from the runs' own files (benchmarks/recover_temperatures.py)
@@ -184,23 +188,18 @@ def test_committed_calibrated_runs_record_their_temperatures_and_where_they_came
         _rederives(next(d for d in calibrated if d not in recovered))
 
 
-@pytest.mark.slow
-def test_every_stored_decision_of_every_committed_run_re_derives():
+@pytest.mark.audit
+@pytest.mark.parametrize("run_dir", AUDITED, ids=[str(d.relative_to(RESULTS)) for d in AUDITED])
+def test_every_stored_decision_of_a_committed_run_re_derives(run_dir):
     """Every committed run (test splits included: no labels, the decisions still re-derive),
-    from its own files; the calibrated max-prob runs from the temperatures they record."""
-    failures, points = [], 0
-    for run_dir in COMMITTED:
-        try:
-            found = rederive(run_dir)
-        except DataError as e:
-            failures.append(e.message)
-            continue
-        failures += found.mismatches
-        points += found.points
-    assert not failures, "\n".join(failures[:10])
-    assert points > 3000
+    from its own files; the calibrated max-prob runs from the temperatures they record. One test
+    per run, so that `--audit-since` checks the runs a commit adds and a failure names its run."""
+    found = rederive(run_dir)
+    assert found.ok, "\n".join(found.mismatches[:10])
+    assert found.points > 0
 
 
+@pytest.mark.audit
 def test_shipped_submissions_are_what_the_committed_runs_score(data_dir):
     """Each leaderboard/submissions file is rebuilt from the committed runs as its report block
     declares it (benchmarks/reports.py) and says the same, but for when and by which eebench it

@@ -19,6 +19,8 @@ ROOT = Path(__file__).resolve().parent.parent
 SUBMISSIONS = sorted((ROOT / "leaderboard" / "submissions").glob("*.json"))
 REFERENCE = ROOT / "leaderboard" / "references" / "minilm-l6-static.json"
 RUNS = ROOT / "benchmarks" / "results" / "elue-minilm"
+# Audits of what the repository ships, not tests of the code: `python -m pytest -m audit`
+pytestmark = pytest.mark.audit
 
 
 def test_the_benchmark_ships_submissions_and_a_reference():
@@ -76,8 +78,7 @@ def context(data_dir):
     return Context(root=ROOT, data_dir=data_dir)  # runs loaded once for every block
 
 
-@pytest.mark.parametrize("name", [pytest.param(b.name, marks=pytest.mark.slow)
-                                  if b.kind == "elue-benchmark" else b.name for b in _blocks()])
+@pytest.mark.parametrize("name", [b.name for b in _blocks()])
 def test_generated_block_is_what_its_runs_give(name, context):
     """Every report block of docs/results.md (and docs/benchmarks.md) is rebuilt, byte for byte,
     from the committed runs by its declaration (and the data, for the difficulty block's texts);

@@ -19,6 +19,7 @@ from eebench.score.collect import load_run
 from eebench.tasks.spec import get_task
 from tests import tiny
 from tests.cli import invoke, tiny_run
+from tests.committed import audited
 
 CONLL = get_task("conll2003")
 TAGS = len(CONLL.labels)
@@ -267,10 +268,11 @@ def test_the_token_report_block(runs):
     assert text.count("| sentee+tokee ") >= 3
 
 
-COMMITTED = sorted(p.parent for p in (Path(__file__).resolve().parents[1] / "benchmarks" /
-                                      "results").glob("ner-minilm*/*/*/*/*/summary.json"))
+COMMITTED = audited(p.parent for p in (Path(__file__).resolve().parents[1] / "benchmarks" /
+                                       "results").glob("ner-minilm*/*/*/*/*/summary.json"))
 
 
+@pytest.mark.audit
 @pytest.mark.parametrize("run_dir", COMMITTED, ids=[p.name for p in COMMITTED])
 def test_seqeval_reports_the_score_of_each_committed_token_run(run_dir):
     """On every committed dev run of the NER benchmark, seqeval's own report from the stored
