@@ -6,6 +6,9 @@ Exit codes: 0 ok, 1 failure or invalid input, 2 usage error.
 from __future__ import annotations
 
 import errno
+import signal
+from pathlib import Path
+from typing import NoReturn
 
 
 class EebenchError(Exception):
@@ -41,26 +44,36 @@ class Terminated(KeyboardInterrupt):
     handling."""
 
 
-def _terminated(signum: int, frame: object) -> None:
-    raise Terminated
+def _interrupt(signum: int, frame: object) -> None:
+    """The command line's handler of Ctrl-C and SIGTERM: the first raises (KeyboardInterrupt,
+    Terminated for SIGTERM) and the signals it handles are ignored from then on. The command is
+    ending: another signal would cut the save of the step training reached short, or escape as
+    a traceback while the line is printed, or, once Python has put back the default action of
+    the signals its functions handle (as it shuts down), kill the process."""
+    for s in (signal.SIGINT, signal.SIGTERM):
+        if signal.getsignal(s) is _interrupt:
+            signal.signal(s, signal.SIG_IGN)
+    raise Terminated if signum == signal.SIGTERM else KeyboardInterrupt
 
 
 def terminate_as_interrupt() -> None:
-    """From now on SIGTERM raises Terminated in the main thread, where it still has its default
-    action: a handler installed before, or SIGTERM ignored from a parent, is kept."""
-    import signal
+    """From now on Ctrl-C and SIGTERM interrupt the main thread once (`_interrupt`), SIGTERM as
+    Terminated. Only a signal that still has Python's default (Ctrl-C raising
+    KeyboardInterrupt, SIGTERM ending the process) is taken over: a handler installed before,
+    or a signal ignored from a parent (`nohup`, Ctrl-C of a background job), is kept."""
     import threading
 
-    if threading.current_thread() is threading.main_thread() and \
-            signal.getsignal(signal.SIGTERM) is signal.SIG_DFL:
-        signal.signal(signal.SIGTERM, _terminated)
+    if threading.current_thread() is not threading.main_thread():
+        return
+    for signum, default in ((signal.SIGINT, signal.default_int_handler),
+                            (signal.SIGTERM, signal.SIG_DFL)):
+        if signal.getsignal(signum) is default:
+            signal.signal(signum, _interrupt)
 
 
 def terminates_as_interrupt() -> bool:
     """Whether SIGTERM raises Terminated here (`terminate_as_interrupt`)."""
-    import signal
-
-    return signal.getsignal(signal.SIGTERM) is _terminated
+    return signal.getsignal(signal.SIGTERM) is _interrupt
 
 
 # ------------------------------------------------------------------ failures of the environment
@@ -121,10 +134,23 @@ def os_error(e: OSError, doing: str | None = None) -> EebenchError | None:
     return EebenchError(f"{name}: {reason}" if name is not None else reason, hint=hint)
 
 
+def raise_unwritten(e: BaseException, path: Path, what: str, hint: str | None = None
+                    ) -> NoReturn:
+    """Re-raise the failure to write the directory `path` (written in a temporary directory,
+    then renamed in), naming `path`: an OSError as the same error about `path`, not about a file
+    of the temporary directory; a library's own writer's error (safetensors' and the tokenizers'
+    writers do not raise an OSError on a full disk) as one DataError line saying that `what`
+    could not be written; an EebenchError or an interrupt as it is. The cause stays for --debug."""
+    if isinstance(e, OSError) and e.errno is not None:
+        raise OSError(e.errno, e.strerror, str(path)) from e
+    if isinstance(e, Exception) and not isinstance(e, EebenchError):
+        raise DataError(f"{path}: {what} could not be written ({one_line(e, 300)})",
+                        hint=hint) from e
+    raise e
+
+
 def _file_in_the_way(name: str) -> str:
     """The first part of the path `name` that exists and is not a directory (else `name`)."""
-    from pathlib import Path
-
     path = Path(name)
     for part in reversed(path.parents):
         if part.exists() and not part.is_dir():

@@ -467,7 +467,7 @@ def test_sigterm_saves_as_ctrl_c_does_where_the_command_line_asks(pabee_run, rte
 
     from eebench.errors import Terminated, terminate_as_interrupt, terminates_as_interrupt
 
-    previous = signal.signal(signal.SIGTERM, signal.SIG_DFL)
+    previous = signal.signal(signal.SIGTERM, signal.SIG_DFL), signal.getsignal(signal.SIGINT)
     try:
         terminate_as_interrupt()
         assert terminates_as_interrupt()
@@ -478,8 +478,9 @@ def test_sigterm_saves_as_ctrl_c_does_where_the_command_line_asks(pabee_run, rte
 
         with pytest.raises(Terminated):
             _train("pabee", rte, tiny_model, tmp_path, on_step=hook)
-    finally:
-        signal.signal(signal.SIGTERM, previous)
+    finally:  # the command line's handlers (of Ctrl-C too) end with the test
+        signal.signal(signal.SIGTERM, previous[0])
+        signal.signal(signal.SIGINT, previous[1])
     path = tmp_path / pabee_run.relative_to(pabee_run.parents[3])
     state = ckpt.read_state(path)
     assert not state.finished and state.global_step == 1 and state.step_in_epoch == 1

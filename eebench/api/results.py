@@ -3,7 +3,9 @@ a submission (the calls `eebench score`, `plot`, `reference build` and `submit` 
 
 from __future__ import annotations
 
+import math
 from collections.abc import Callable, Sequence
+from numbers import Integral, Real
 from pathlib import Path
 from typing import TYPE_CHECKING
 
@@ -19,6 +21,35 @@ if TYPE_CHECKING:
     from eebench.submit.schema import Submission
 
 Runs = str | Path | Sequence[str | Path]  # run directories, their parents or glob patterns
+MAX_RESAMPLES = 1_000_000  # p-values to about ±0.001 long before; more only costs time
+MAX_SEED = 2**32 - 1  # numpy's and torch's seeds
+MAX_BUDGET = 1000.0  # percent of the full model's FLOPs
+
+
+def check_score_options(extrapolate: str, compare: Sequence[str] | None, n_resamples: int,
+                        seed: int, budgets: Sequence[float] | None) -> None:
+    """What `score` accepts, checked before any run is read, for `eebench score` and a caller of
+    the library alike (one place: the command line passes its options through): one UsageError
+    line naming the option."""
+    if extrapolate not in EXTRAPOLATE:
+        raise UsageError(f"unknown extrapolation {extrapolate!r}",
+                         hint=f"choose from: {', '.join(EXTRAPOLATE)}")
+    if compare is not None and (isinstance(compare, str) or len(compare) != 2
+                                or not all(isinstance(c, str) for c in compare)):
+        raise UsageError(f"--compare takes two method labels (A B), got {compare!r}")
+    if not _within(n_resamples, Integral, 1, MAX_RESAMPLES):
+        raise UsageError(f"--bootstrap must be in 1..{MAX_RESAMPLES:,}, got {n_resamples!r}")
+    if not _within(seed, Integral, 0, MAX_SEED):
+        raise UsageError(f"--seed must be in 0..{MAX_SEED}, got {seed!r}")
+    for b in budgets or []:
+        if not _within(b, Real, 0, MAX_BUDGET) or b == 0:
+            raise UsageError(f"--budget must be a percentage in (0, {MAX_BUDGET:g}], got {b!r}")
+
+
+def _within(value: object, kind: type, low: float, high: float) -> bool:
+    """`value` a number of `kind` (not a bool), finite, in [low, high]."""
+    return isinstance(value, kind) and not isinstance(value, bool) and \
+        math.isfinite(value) and low <= value <= high
 
 
 def _loaded(runs: Runs) -> list:
@@ -68,9 +99,7 @@ def score(runs: Runs, reference: str | Path | ReferenceCurves | None = None,
     from eebench.score.quality import fill_quality
     from eebench.score.sections import score_sections
 
-    if extrapolate not in EXTRAPOLATE:
-        raise UsageError(f"unknown extrapolation {extrapolate!r}",
-                         hint=f"choose from: {', '.join(EXTRAPOLATE)}")
+    check_score_options(extrapolate, compare, n_resamples, seed, budgets)
     ref = _reference(reference)
     loaded = _loaded(runs)
     if on_loaded is not None:

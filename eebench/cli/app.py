@@ -8,8 +8,9 @@ stderr and an exit code: an EebenchError (raised where the failure happened, nam
 its own code (1: bad input or the environment, 2: usage); a command-line usage error, 2; what
 remains of the expected kinds (an OSError the user can act on: no space, permission, a directory for
 a file and the like; undecodable text; numeric overflow), 1, naming the file where the error does;
-an interrupt, 130 (SIGTERM, 143: met as Ctrl-C is, training saving its checkpoint). Anything else is
-a bug and keeps its traceback. `eebench --debug ...` or EEBENCH_DEBUG=1 prints the traceback of
+an interrupt, 130 (SIGTERM, 143: met as Ctrl-C is, training saving its checkpoint; the signals
+after the first are ignored while the command ends). Anything else is a bug and keeps its
+traceback. `eebench --debug ...` or EEBENCH_DEBUG=1 prints the traceback of
 expected failures too, before their line.
 """
 
@@ -138,5 +139,5 @@ def _root(
 
 
 def main() -> None:
-    terminate_as_interrupt()  # SIGTERM saves what training has done, as Ctrl-C does
+    terminate_as_interrupt()  # SIGTERM saves what training has done, as Ctrl-C does; once
     app()

@@ -52,10 +52,20 @@ _DURATION = re.compile(r"(?:(\d+)h)?(?:(\d+)m)?(?:(\d+)s)?")
 
 def parse_stop_by(raw: str | None, now: datetime | None = None) -> float | None:
     """`--stop-by`: a clock time today (HH:MM, tomorrow once it has passed), a date and time
-    (2026-12-02T04:20), or a time from now (2h30m, 90m, 45s); as a Unix time."""
+    (2026-12-02T04:20, or with its UTC offset: 2026-12-07T18:00+01:00), or a time from now
+    (2h30m, 90m, 45s); as a Unix time. A time past what a clock can hold (10^20 hours) is
+    refused as too far ahead, in one line naming the option."""
     if raw is None:
         return None
-    now = now or datetime.now()
+    try:
+        return _stop_time(raw, now or datetime.now())
+    except OverflowError:
+        raise UsageError(f"--stop-by {raw!r} is too far ahead",
+                         hint="give a time within a few years, such as 8h or 2026-12-02T04:20"
+                         ) from None
+
+
+def _stop_time(raw: str, now: datetime) -> float:
     text = raw.strip()
     span = _DURATION.fullmatch(text)
     if span and any(span.groups()):
@@ -71,6 +81,8 @@ def parse_stop_by(raw: str | None, now: datetime | None = None) -> float | None:
     if at is None:
         raise UsageError(f"--stop-by {raw!r} is not a time", hint="give HH:MM, a date and time "
                          "(2026-12-02T04:20) or a time from now (2h30m, 90m)")
+    if at.tzinfo is not None:  # a time with its UTC offset, set against this machine's clock
+        now = now.astimezone()
     if at <= now:
         raise UsageError(f"--stop-by {raw!r} has passed", hint="give a time still to come")
     return at.timestamp()

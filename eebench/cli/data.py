@@ -55,18 +55,18 @@ def _record(spec: TaskSpec, split: str, file: str, **kw) -> dict:
 
 def check_task(spec: TaskSpec, data_dir: Path, advance=lambda path: None) -> list[dict]:
     """One record per split; `advance(path)` is called after each file is read."""
+    from eebench.io import not_a_file
     from eebench.tasks.loaders import carve_dev, load_file
 
     records = []
     carve = spec.dev_from_train is not None and "dev" not in spec.local
     for split, file in spec.local.items():
         path = data_dir / file.path
-        if path.exists() and not path.is_file():  # a directory where the file should be
-            records.append(_record(spec, split, file.path, status="error",
-                                   reason="is a directory, not a file"))
+        if path.exists() and not path.is_file():  # a directory, a FIFO, a device: never read
+            reason = not_a_file(path)
+            records.append(_record(spec, split, file.path, status="error", reason=reason))
             if carve and split == "train":
-                records.append(_record(spec, "dev", file.path, status="error",
-                                       reason="is a directory, not a file"))
+                records.append(_record(spec, "dev", file.path, status="error", reason=reason))
             continue
         if not path.is_file():
             records.append(_record(spec, split, file.path, status="missing"))

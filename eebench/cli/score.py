@@ -19,7 +19,7 @@ from rich.console import Console
 
 from eebench.cli.app import app, make_app
 from eebench.cli.common import err_console, out_file, print_json
-from eebench.errors import UsageError, os_error
+from eebench.errors import os_error
 from eebench.io import atomic_write_text
 from eebench.policy import Extrapolate
 
@@ -34,9 +34,6 @@ def _tables_console(json_out: bool) -> Console:
 
 reference_app = make_app("Reference curves for the ELUE score, built from static first-k runs.")
 app.add_typer(reference_app, name="reference", rich_help_panel="Benchmark")
-
-MAX_RESAMPLES = 1_000_000  # p-values to about ±0.001 long before; more only costs time
-MAX_SEED = 2**32 - 1  # numpy's and torch's seeds
 
 RunsArgument = typer.Argument(
     help="Run directories, parent directories (searched for points.jsonl) or glob patterns.",
@@ -95,15 +92,9 @@ def score_command(
     """Score runs: Pareto fronts, hypervolume, ELUE score against a reference curve, ranking,
     the quality of the exited predictions (calibration, consistency, overthinking), fixed FLOPs
     budgets and ELUE's parameter buckets."""
-    from eebench.api.results import score
+    from eebench.api.results import check_score_options, score
 
-    if not 1 <= n_resamples <= MAX_RESAMPLES:
-        raise UsageError(f"--bootstrap must be in 1..{MAX_RESAMPLES:,}, got {n_resamples}")
-    if not 0 <= seed <= MAX_SEED:
-        raise UsageError(f"--seed must be in 0..{MAX_SEED}, got {seed}")
-    for b in budgets or []:
-        if not (math.isfinite(b) and 0 < b <= 1000):
-            raise UsageError(f"--budget must be a percentage in (0, 1000], got {b:g}")
+    check_score_options(extrapolate.value, compare, n_resamples, seed, budgets)
     out_file(csv_path, "the CSV file", "--csv", example="points.csv")
     loaded: list[int] = []
     report = score(runs, reference, extrapolate.value, compare, n_resamples, seed, budgets,

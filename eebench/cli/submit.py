@@ -33,7 +33,8 @@ app.add_typer(leaderboard_app, name="leaderboard", rich_help_panel=PANEL)
 
 ReferencesOption = typer.Option(
     "--references", help="Folder of reference curve files that ELUE scores are recomputed "
-    "against (default: references/ next to the submissions' folder).", show_default=False)
+    "against (default: references/ next to the submissions' folder, and the leaderboard's "
+    "curves shipped with eebench).", show_default=False)
 
 
 def _references(folder: Path | None):
@@ -91,7 +92,7 @@ def validate_command(
     and the ELUE score recomputed against the reference the file names.
 
     Prints `ok` or the one-line reason per file; the exit code is 1 when any file fails."""
-    from eebench.submit.rescore import References, default_references_dir
+    from eebench.submit.rescore import References, default_references
     from eebench.submit.validate import validate_file
 
     given = _references(references)
@@ -103,7 +104,7 @@ def validate_command(
         folder = f.resolve().parent
         if folder not in by_folder:
             try:
-                by_folder[folder] = References.from_dir(default_references_dir(folder))
+                by_folder[folder] = default_references(folder)
             except DataError:
                 return None  # validate_file says why, for this file
         return by_folder[folder]
@@ -216,11 +217,11 @@ def leaderboard_check(
     page from them; exit code 1 when any file is refused, one line per refused file."""
     import tempfile
 
-    from eebench.submit.rescore import References, default_references_dir
+    from eebench.submit.rescore import default_references
     from eebench.submit.site import build_site
 
     out_dir(out, "the page")
-    refs = _references(references) or References.from_dir(default_references_dir(submissions))
+    refs = _references(references) or default_references(submissions)
     with tempfile.TemporaryDirectory(prefix="eebench-leaderboard-") as tmp:
         site = build_site(submissions, out or Path(tmp), refs)
     for v in site.rejected:

@@ -17,6 +17,7 @@ from eebench.io.files import (
     kind,
     left_out_at_default,
     not_a_directory,
+    not_a_file,
     parse_json_text,
     read_bytes,
     read_json,
@@ -33,6 +34,6 @@ __all__ = [
     "HASH_CHUNK", "HUB_PROBE_TIMEOUT_S", "MAX_READ_BYTES", "AddedLater", "Staging",
     "atomic_files", "atomic_path", "atomic_write_text", "config_hash", "held_elsewhere",
     "hub_offline_mode", "hub_unreachable", "kind", "left_out_at_default", "locked",
-    "not_a_directory", "parse_json_text", "read_bytes", "read_json", "read_model", "read_text",
+    "not_a_directory", "not_a_file", "parse_json_text", "read_bytes", "read_json", "read_model", "read_text",
     "regular_fd", "sha256_file", "take_lock", "validated", "write_json",
 ]

@@ -217,6 +217,16 @@ def not_a_directory(path: Path, of: str = "") -> str:
     return f"no such directory{of}" if what == "missing" else f"is {what}, not a directory{of}"
 
 
+def not_a_file(path: Path) -> str:
+    """Why `path` is no regular file, for a message: "not found", "is a directory, not a file",
+    "is a FIFO (named pipe), not a regular file", "is a character device, not a regular file"
+    (a link to /dev/zero)."""
+    what = kind(path)
+    if what == "missing":
+        return "not found"
+    return f"is {what}, not a file" if what == "a directory" else f"is {what}, not a regular file"
+
+
 def regular_fd(path: Path, flags: int, hint: str | None = None) -> int:
     """`path` opened with `flags`, checked on the open descriptor to be a regular file: opened
     without blocking (a FIFO would wait for its other end) and closed on exec, a FIFO, a device

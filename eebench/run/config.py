@@ -235,6 +235,17 @@ class BenchConfig(BaseModel):
             train={**self.train.given(), **own.train.given()},
         )
 
+    def length_setting(self, task: str) -> str:
+        """The setting that gives the task's max_seq_length (for a message): its own
+        [tasks_settings] table's, else the top level's."""
+        from eebench.tasks.spec import get_task
+
+        name = get_task(task).name
+        for key, own in self.tasks_settings.items():
+            if own.max_seq_length and get_task(key).name == name:
+                return f"tasks_settings.{key}.max_seq_length"
+        return "max_seq_length"
+
     def training(self, task: TaskSpec, seed: int) -> TrainConfig:
         """One run's training settings: the task's budget, the run's seed and length, the
         backbone's own learning rate where none is given, for a regression task the heads'
@@ -325,7 +336,9 @@ def check_names(config: BenchConfig, where: str = "", own: bool = False) -> None
     Settings model), [sweeps] (a method, or method+rule) and [tasks_settings] (a task, one table
     per task); the stages [train] overrides. `own`: the config as its file gives it, whose
     settings for a method (or a rule) must be for one it lists, where it lists them. The grid
-    stays within MAX_GRID_RUNS. One line, exit code 2, naming the setting."""
+    stays within MAX_GRID_RUNS. A length in [train] is refused: the top-level max_seq_length
+    (or a task's) is the one a run trains and evaluates with. One line, exit code 2, naming the
+    setting."""
     from eebench.methods.base import get_method
     from eebench.rules.catalog import get_rule
     from eebench.tasks.spec import get_task
@@ -377,6 +390,10 @@ def check_names(config: BenchConfig, where: str = "", own: bool = False) -> None
               for m in methods}
     for table, train in (("train", config.train), *((f"tasks_settings.{t}.train", s.train)
                                                      for t, s in config.tasks_settings.items())):
+        if "max_seq_length" in train.model_fields_set:  # `training` sets it from the budget
+            refuse(f"{table}.max_seq_length", f"unknown in [{table}]: the length a run "
+                   "trains and evaluates with is the top-level max_seq_length",
+                   hint="move it to the top level, or to [tasks_settings.TASK]")
         for stage in train.stage_overrides:
             for m, names in stages.items():  # training refuses a stage its method lacks
                 if stage not in names:

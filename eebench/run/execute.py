@@ -65,6 +65,19 @@ def backbone_layers(model: str) -> int:
     return known if known is not None else int(load_config(model).num_hidden_layers)
 
 
+def backbone_max_tokens(model: str) -> int | None:
+    """The longest sequence the backbone holds (its family's count of positions), from the
+    config of its local directory; None for a hub id, whose length training checks once it has
+    the model (listing a grid downloads nothing)."""
+    from eebench.models.backbones import resolve_backbone
+    from eebench.models.families import family_of, load_config
+
+    if not Path(resolve_backbone(model)).is_dir():
+        return None
+    config = load_config(model)
+    return family_of(config).max_tokens(config)
+
+
 def run_dir_for(cfg: RunConfig, out: Path) -> Path:
     from eebench.train.checkpoint import model_slug
 

@@ -184,6 +184,8 @@ def run_config_for(config: BenchConfig, method: str, task: str, seed: int,
         return weights.num_layers if weights is not None else backbone_layers(config.model)
 
     m.check_task(spec)
+    if weights is None:
+        _check_length(config, spec, evaluated)
     if spec.unit == "token" and weights is None:  # imported weights: checked where they load
         _check_halting(rule or m.rule, config.model)
     split = resolve_split(evaluated, config.split)  # the loaders' names and aliases
@@ -222,6 +224,21 @@ def run_config_for(config: BenchConfig, method: str, task: str, seed: int,
         max_eval_samples=budget.max_eval_samples, flops_convention=config.flops_convention,
         timing=config.timing, weights=weights,
     )
+
+
+def _check_length(config: BenchConfig, trained: TaskSpec, evaluated: TaskSpec) -> None:
+    """The max_seq_length each task trains and is evaluated with fits the backbone's positions:
+    refused before any work (a dry run refuses what the run would), naming the setting that
+    gave it, as training would refuse it."""
+    from eebench.run.execute import backbone_max_tokens
+
+    limit = backbone_max_tokens(config.model)
+    for task in dict.fromkeys((trained.name, evaluated.name)):
+        length = config.for_task(task).max_seq_length
+        if limit is not None and length is not None and length > limit:
+            raise UsageError(f"setting {config.length_setting(task)}: {length} exceeds the "
+                             f"{limit} positions of model {config.model}",
+                             hint=f"give {limit} or less, in the config or with --max-seq-length")
 
 
 def _check_halting(rule: str, model: str) -> None:

@@ -25,6 +25,10 @@ if TYPE_CHECKING:
 # the same means over the same numbers, summed in the same order, agree to ~1e-13.
 ELUE_TOLERANCE = 1e-6
 REFERENCES_DIR = "references"  # the default: <the submissions' folder>/../references
+# The leaderboard's reference curves, shipped with the package: copies of leaderboard/references
+# (tests/hostile/test_older_promises.py keeps them byte for byte equal), so that a submission is
+# scored against them wherever eebench is installed, not only inside the repository.
+SHIPPED_REFERENCES = Path(__file__).with_name(REFERENCES_DIR)
 MAX_REFERENCE_BYTES = 10 * 2**20  # a reference of every task is a few kB
 
 
@@ -83,7 +87,8 @@ class References:
         if not named:
             names = sorted({r.curves.name for r in self.known})
             raise DataError(f"elue.reference: unknown reference {_short(repr(name), 60)}",
-                            hint=f"known in {self.where}: {', '.join(names)}" if names else
+                            hint=f"known in {self.where}: {', '.join(names)}; another "
+                            "folder: --references DIR" if names else
                             f"{self.where}: pass --references DIR")
         if sha256 is None:
             if len(named) > 1:
@@ -103,6 +108,21 @@ def default_references_dir(folder: Path) -> Path | None:
     leaderboard/references), when it exists."""
     candidate = Path(folder).resolve().parent / REFERENCES_DIR
     return candidate if candidate.is_dir() else None
+
+
+def default_references(folder: Path | None) -> References:
+    """What a submission in `folder` is scored against when no --references is given: the
+    files of `references/` next to it (default_references_dir; a file there that does not load
+    is a DataError) and the leaderboard's curves shipped with eebench (SHIPPED_REFERENCES), a
+    shipped file that the folder holds too (the same name and bytes) counted once. `folder`
+    None: the shipped curves alone."""
+    beside = References.from_dir(default_references_dir(folder) if folder is not None else None)
+    shipped = References.from_files(sorted(SHIPPED_REFERENCES.glob("*.json")))
+    held = {(r.curves.name, r.sha256) for r in beside.known}
+    extra = tuple(r for r in shipped.known if (r.curves.name, r.sha256) not in held)
+    where = [beside.where] if beside.known else []
+    where += ["the references shipped with eebench"] if extra else []
+    return References(beside.known + extra, " and ".join(where) or beside.where)
 
 
 # The last few recomputations, keyed by everything that enters them (the points' rows but for

@@ -37,7 +37,7 @@ from matplotlib.figure import Figure
 from eebench.errors import DataError, printable
 from eebench.io import atomic_write_text, not_a_directory
 from eebench.measure.quality import PARAM_BUCKETS_M, param_bucket
-from eebench.submit.rescore import References, default_references_dir
+from eebench.submit.rescore import References, default_references
 from eebench.submit.schema import Submission
 from eebench.submit.validate import Verdict, validate_file
 
@@ -271,13 +271,14 @@ def render(accepted: list[Verdict], rejected: list[Verdict]) -> str:
 
 def check_dir(submissions_dir: Path, references: References | None = None) -> list[Verdict]:
     """The verdict on every *.json in `submissions_dir`, in name order, the ELUE scores
-    recomputed against `references` (default: the references/ folder next to it, if any)."""
+    recomputed against `references` (default: the references/ folder next to it, if any, and
+    those shipped with eebench: `default_references`)."""
     submissions_dir = Path(submissions_dir)
     if not submissions_dir.is_dir():
         raise DataError(f"{submissions_dir}: "
                         f"{not_a_directory(submissions_dir, ' of submissions')}")
     if references is None:
-        references = References.from_dir(default_references_dir(submissions_dir))
+        references = default_references(submissions_dir)
     return [validate_file(p, references=references)
             for p in sorted(submissions_dir.glob("*.json"))]
 

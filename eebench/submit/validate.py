@@ -32,12 +32,7 @@ from eebench.errors import DataError, EebenchError, printable
 from eebench.io import read_bytes
 from eebench.submit.counts import check_counts
 from eebench.submit.plausible import check_costs
-from eebench.submit.rescore import (
-    KnownReference,
-    References,
-    check_elue,
-    default_references_dir,
-)
+from eebench.submit.rescore import KnownReference, References, check_elue, default_references
 from eebench.submit.schema import (
     SUBMISSION_SCHEMA_VERSION,
     ModelRun,
@@ -359,22 +354,23 @@ def check_submission(sub: Submission) -> None:
 # ---------------------------------------------------------------------------------- entry points
 def validate_data(data: object, references: References | None = None) -> Submission:
     """Everything of already parsed JSON, the ELUE score recomputed against `references` (none:
-    a submission with an ELUE block is refused); DataError with the first problem."""
+    the leaderboard's curves shipped with eebench); DataError with the first problem."""
     sub = parse_submission(data)
     check_submission(sub)
-    check_elue(sub, references if references is not None else References.from_dir(None))
+    check_elue(sub, references if references is not None else default_references(None))
     return sub
 
 
 def validate_file(path: Path, max_bytes: int = MAX_BYTES,
                   references: References | None = None) -> Verdict:
     """Check one file; never raises for a bad file (the reason is in the verdict). Without
-    `references`, those next to the file's folder (default_references_dir) are used."""
+    `references`, those next to the file's folder and those shipped with eebench are used
+    (default_references)."""
     path = Path(path)
     try:
         data = parse_json(read_limited(path, max_bytes))
         if references is None:
-            references = References.from_dir(default_references_dir(path.parent))
+            references = default_references(path.parent)
         sub = validate_data(data, references)
     except DataError as e:
         return Verdict(path, None, one_line(str(e)))

@@ -17,7 +17,7 @@ from pathlib import Path
 import numpy as np
 
 from eebench.errors import DataError, UsageError, one_line
-from eebench.io import hub_offline_mode, hub_unreachable
+from eebench.io import hub_offline_mode, hub_unreachable, not_a_file
 from eebench.tasks.spec import DevFromTrain, HubSource, LocalFile, TaskSpec, get_task
 from eebench.tasks.tsv import read_tsv
 
@@ -217,11 +217,10 @@ def load_file(spec: TaskSpec, split: str, data_dir: Path) -> Examples:
     """One local file exactly as it is (no dev carving): the unit `eebench data check` validates."""
     file: LocalFile = spec.local[split]
     path = data_dir / file.path
-    if path.is_dir():
-        raise DataError(f"{path}: is a directory, not a file",
+    if not path.is_file():  # missing, a directory, a FIFO or a device (never read)
+        what = not_a_file(path)
+        raise DataError(f"{path}: {'file not found' if what == 'not found' else what}",
                         hint="docs/data.md shows the directory layout")
-    if not path.is_file():
-        raise DataError(f"{path}: file not found", hint="docs/data.md shows the directory layout")
     if file.format == "conll":  # a token per line: eebench.tasks.conll
         from eebench.tasks.conll import load_conll
 

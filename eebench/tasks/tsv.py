@@ -14,6 +14,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from eebench.errors import DataError
+from eebench.io import not_a_file
 
 QUOTING = {"none": csv.QUOTE_NONE, "csv": csv.QUOTE_MINIMAL}
 
@@ -37,6 +38,13 @@ class Table:
         return [row[i] for row in self.rows]
 
 
+def _unterminated(name: str, line: int, how: str) -> DataError:
+    """A quoted field that runs past the line it opened on. No benchmark file holds a line break
+    inside a field, so a record spanning lines is a quote left open: named at its first line,
+    never read as one long row that swallows the rows after it."""
+    return DataError(f"{name}:{line}: unterminated quote: the quoted field {how}")
+
+
 def read_tsv(
     path: Path,
     quoting: str = "none",
@@ -51,9 +59,8 @@ def read_tsv(
     name = label or str(path)
     if quoting not in QUOTING:
         raise ValueError(f"unknown quoting {quoting!r}; choose from {sorted(QUOTING)}")
-    if not path.is_file():
-        what = "is a directory, not a file" if path.is_dir() else "not found"
-        raise DataError(f"{name}: {what}")
+    if not path.is_file():  # a FIFO would block the reader, a device never end
+        raise DataError(f"{name}: {not_a_file(path)}")
     records: list[list[str]] = []
     starts: list[int] = []
     blank = 0
@@ -63,6 +70,8 @@ def read_tsv(
         with path.open(encoding="utf-8-sig", newline="") as f:
             reader = csv.reader(f, delimiter="\t", quoting=QUOTING[quoting], strict=True)
             for record in reader:
+                if reader.line_num > prev + 1:  # a quoted field ran on past its line
+                    raise _unterminated(name, prev + 1, f"runs on to line {reader.line_num}")
                 if not record:
                     blank += 1
                 else:
@@ -74,11 +83,15 @@ def read_tsv(
     except OSError as e:
         raise DataError(f"{name}: cannot read ({e.strerror or e})") from None
     except csv.Error as e:
+        # A quote opened in a record and not closed on its line: the csv module notices where
+        # the field ends (the end of the file, or a later quote not followed by a tab), but the
+        # line to fix is where the record starts.
         if "end of data" in str(e):
-            # a quote opened in a record runs to the end of the file: the csv module notices at
-            # the end, but the line to fix is where the record starts
-            raise DataError(f"{name}:{prev + 1}: unterminated quote: the quoted field runs to the "
-                            f"end of the file (line {reader.line_num})") from None
+            raise _unterminated(name, prev + 1, f"runs to the end of the file (line "
+                                f"{reader.line_num})") from None
+        if reader.line_num > prev + 1:
+            raise _unterminated(name, prev + 1, f"runs on to line {reader.line_num}, where "
+                                f"parsing stops ({e})") from None
         line = reader.line_num or 1
         raise DataError(f"{name}:{line}: malformed {quoting}-quoted TSV ({e})") from None
     if not records:

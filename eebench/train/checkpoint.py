@@ -36,7 +36,7 @@ from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from eebench.errors import DataError, EebenchError, one_line
+from eebench.errors import DataError, EebenchError, one_line, raise_unwritten
 from eebench.io import read_json, write_json
 
 if TYPE_CHECKING:
@@ -175,12 +175,8 @@ def save_checkpoint(path: Path, model: Any, tokenizer: Any, state: TrainState,
         _swap_in(tmp, path)
     except BaseException as e:
         shutil.rmtree(tmp, ignore_errors=True)
-        if isinstance(e, Exception) and not isinstance(e, (OSError, EebenchError)):
-            # safetensors' writer raises its own error for a full disk (not an OSError)
-            raise DataError(f"{path}: the checkpoint could not be written ({one_line(e)})",
-                            hint="free disk space and run the same command again: training "
-                            "resumes from the last complete checkpoint") from None
-        raise
+        raise_unwritten(e, path, "the checkpoint", hint="free disk space and run the same "
+                        "command again: training resumes from the last complete checkpoint")
 
 
 def optimizer_to_tensors(optimizer: torch.optim.Optimizer) -> tuple[dict[str, torch.Tensor],
@@ -359,11 +355,12 @@ def checkpoint_path(out_dir: Path, backbone: str, method: str, task: str, key: s
 @contextmanager
 def hold_interrupts() -> Iterator[None]:
     """Hold Ctrl-C, and SIGTERM where it interrupts too (`eebench.errors.Terminated`), until the
-    block ends, so an optimizer step or a save is never half done."""
+    block ends, so an optimizer step or a save is never half done; then the signal goes to the
+    handler it was held from (`_deliver`)."""
     if threading.current_thread() is not threading.main_thread():
         yield
         return
-    from eebench.errors import Terminated, terminates_as_interrupt
+    from eebench.errors import terminates_as_interrupt
 
     held = [signal.SIGINT] + ([signal.SIGTERM] if terminates_as_interrupt() else [])
     caught: list[int] = []
@@ -374,7 +371,21 @@ def hold_interrupts() -> Iterator[None]:
         for s, handler in previous.items():
             signal.signal(s, handler)
         if caught:
-            raise Terminated if signal.SIGTERM in caught else KeyboardInterrupt
+            _deliver(signal.SIGTERM if signal.SIGTERM in caught else signal.SIGINT, previous)
+
+
+def _deliver(signum: int, previous: dict[int, Any]) -> None:
+    """A held signal, given to the handler it was held from: the command line's interrupts once
+    (`eebench.errors.terminate_as_interrupt`: then both signals are ignored, and a save under
+    way is not cut short), Python's own raises KeyboardInterrupt, an ignored signal stays
+    ignored."""
+    from eebench.errors import Terminated
+
+    handler = previous[signum]
+    if callable(handler):
+        handler(signum, None)
+    elif handler != signal.SIG_IGN:
+        raise Terminated if signum == signal.SIGTERM else KeyboardInterrupt
 
 
 def rng_state(device: str) -> dict[str, torch.Tensor]:

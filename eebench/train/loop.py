@@ -150,10 +150,9 @@ class _Trainer:
         self.device = procs.device or cfg.device or ("cuda" if torch.cuda.is_available() else "cpu")
         torch.manual_seed(cfg.seed)  # head initialisation
         self.model = build_model(backbone, method, spec.num_labels, pooling=pooling)
-        max_pos = getattr(self.model.config, "max_position_embeddings", None)
-        if max_pos is not None and cfg.max_seq_length > max_pos:
+        if cfg.max_seq_length > self.model.max_tokens:  # as a run's grid checks it first
             raise UsageError(f"--max-seq-length {cfg.max_seq_length} exceeds the model's "
-                             f"{max_pos} positions")
+                             f"{self.model.max_tokens} positions")
         self.tokenizer = load_tokenizer(backbone)
         if state.global_step > 0 or state.stage > 0:
             self._check_model_config()

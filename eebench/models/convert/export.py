@@ -21,7 +21,7 @@ import shutil
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from eebench.errors import UsageError
+from eebench.errors import UsageError, raise_unwritten
 from eebench.models.convert.formats import EXPORT_KEY, HEADS_PREFIX
 
 if TYPE_CHECKING:
@@ -109,8 +109,8 @@ def write_folder(out: Path, model: MultiExitModel, tokenizer: Any, extra: dict[s
     config[EXPORT_KEY] = {**exit_layout(model), **extra}
     tmp = out.with_name(f".{out.name}.export-tmp")
     shutil.rmtree(tmp, ignore_errors=True)
-    tmp.mkdir(parents=True)
     try:
+        tmp.mkdir(parents=True)
         save_file(exported_tensors(model, backbone), str(tmp / WEIGHTS_FILE),
                   metadata={"format": "pt"})
         (tmp / "config.json").write_text(json.dumps(config, indent=2) + "\n", encoding="utf-8")
@@ -119,7 +119,8 @@ def write_folder(out: Path, model: MultiExitModel, tokenizer: Any, extra: dict[s
         if out.exists():
             shutil.rmtree(out)
         tmp.rename(out)
-    except BaseException:
+    except BaseException as e:  # a full disk: no folder left half written, one line naming it
         shutil.rmtree(tmp, ignore_errors=True)
-        raise
+        raise_unwritten(e, out, "the exported model", hint="free some disk space and rerun "
+                        "the same command")
     return out
