@@ -1,5 +1,4 @@
-"""Files, written whole or not at all, and read back with one-line errors; content hashes; whether
-the Hugging Face hub can be reached.
+"""Files, written whole or not at all, and read back with one-line errors; content hashes.
 
 Every file eebench writes goes through `atomic_path`: the content is written to a temporary file
 in the same directory and renamed over the target, so a reader (or a crash, or a full disk) never
@@ -15,14 +14,12 @@ import errno
 import hashlib
 import json
 import os
-import socket
 import stat
 import tempfile
 from collections.abc import Iterator
 from contextlib import contextmanager
 from pathlib import Path
 from typing import Any, ClassVar, TypeVar
-from urllib.parse import urlparse
 
 from pydantic import BaseModel, ValidationError, model_serializer
 
@@ -372,30 +369,3 @@ def config_hash(data: Any) -> str:
     """A short, stable hash of JSON-able data (sorted keys): names run and checkpoint dirs."""
     blob = json.dumps(data, sort_keys=True, default=str).encode()
     return hashlib.sha256(blob).hexdigest()[:12]
-
-
-# ------------------------------------------------------------------------------------- the hub
-HUB_PROBE_TIMEOUT_S = 3.0
-_OFFLINE_VARIABLES = ("HF_HUB_OFFLINE", "HF_DATASETS_OFFLINE", "TRANSFORMERS_OFFLINE")
-_PROXY_VARIABLES = ("HTTPS_PROXY", "https_proxy", "ALL_PROXY", "all_proxy")
-
-
-def hub_offline_mode() -> bool:
-    """The user said offline (HF_HUB_OFFLINE and its datasets/transformers twins)."""
-    return any(os.environ.get(n, "").strip().upper() in {"1", "ON", "YES", "TRUE"}
-               for n in _OFFLINE_VARIABLES)
-
-
-def hub_unreachable() -> str | None:
-    """The hub's host when it cannot be reached within a few seconds, else None, so that a load
-    fails in seconds rather than after the hub client's retry loop. Behind a proxy the answer is
-    None: the proxy may reach what a direct connection cannot."""
-    if any(os.environ.get(v) for v in _PROXY_VARIABLES):
-        return None
-    url = urlparse(os.environ.get("HF_ENDPOINT", "https://huggingface.co"))
-    host, port = url.hostname or "huggingface.co", url.port or (80 if url.scheme == "http" else 443)
-    try:
-        socket.create_connection((host, port), timeout=HUB_PROBE_TIMEOUT_S).close()
-    except OSError:
-        return host
-    return None
