@@ -58,8 +58,7 @@ class RunOptions:
 def backbone_layers(model: str) -> int:
     """The backbone's depth, from its config (converted where its family needs it); a well-known
     hub id's from a table, without a download (`known_depth`)."""
-    from eebench.models.backbones import known_depth
-    from eebench.models.families import load_config
+    from eebench.models.backbones import known_depth, load_config
 
     known = known_depth(model)
     return known if known is not None else int(load_config(model).num_hidden_layers)

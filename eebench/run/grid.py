@@ -234,7 +234,7 @@ def _check_halting(rule: str, model: str) -> None:
         return
     if model in LIVE_FAMILIES:
         return
-    from eebench.models.families import load_config
+    from eebench.models.backbones import load_config
 
     family = getattr(load_config(model), "model_type", "?")
     if family not in LIVE_FAMILIES:

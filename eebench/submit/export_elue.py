@@ -100,7 +100,7 @@ def file_name(task: str, split: str, sweep_param: str, value: float) -> str:
 
 def _hidden_of(model: str) -> int:
     """The backbone's hidden size, for runs that did not record it (summary schema 1)."""
-    from eebench.models.families import load_config
+    from eebench.models.backbones import load_config
 
     return int(load_config(model).hidden_size)
 
