@@ -36,7 +36,8 @@ from eebench.run.artifacts import (
     verify_run,
     write_points,
 )
-from eebench.tasks.spec import TaskSpec, get_task
+from eebench.tasks.catalog import get_task
+from eebench.tasks.spec import TaskSpec
 from eebench.train.checkpoint import read_state
 
 EVAL_SUBSET_SEED = 0  # subsets of the evaluated split do not depend on the run's seed

@@ -142,7 +142,7 @@ def _mean_length(run) -> float:
 
 def _data_files(task: str, split: str, data_dir: Path | None) -> list[DataFile]:
     """The files a run of `task` read: train and dev (training), and the evaluated split."""
-    from eebench.tasks.spec import get_task
+    from eebench.tasks.catalog import get_task
 
     spec = get_task(task)
     out = []

@@ -132,7 +132,7 @@ def export_elue(run_dir: Path, out_dir: Path) -> Export:
     from safetensors import SafetensorError
     from safetensors.numpy import load_file
 
-    from eebench.tasks.spec import get_task
+    from eebench.tasks.catalog import get_task
 
     run_dir, out_dir = Path(run_dir), Path(out_dir)
     run = verify_run(run_dir)  # a finished run whose files match what its summary recorded
