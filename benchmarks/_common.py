@@ -45,8 +45,8 @@ def setup(args, method_name: str):
 
     from eebench.data.batching import encode
     from eebench.methods.base import get_method
+    from eebench.tasks.catalog import get_task
     from eebench.tasks.loaders import load_split
-    from eebench.tasks.spec import get_task
     from eebench.train.checkpoint import load_trained
     from eebench.train.config import TrainConfig
     from eebench.train.loop import train

@@ -45,8 +45,8 @@ def main() -> None:
     from eebench.methods.base import get_method
     from eebench.models.backbones import load_tokenizer
     from eebench.models.build import build_model
+    from eebench.tasks.catalog import get_task
     from eebench.tasks.loaders import load_split
-    from eebench.tasks.spec import get_task
     from eebench.train.loop import optimizer_groups
     from eebench.train.precision import resolve
 

@@ -6,7 +6,9 @@ Exit codes: 0 ok, 1 failure or invalid input, 2 usage error.
 from __future__ import annotations
 
 import errno
+import os
 import signal
+import stat
 from pathlib import Path
 from typing import NoReturn
 
@@ -126,8 +128,6 @@ def os_error(e: OSError, doing: str | None = None) -> EebenchError | None:
     name = e.filename2 if e.filename2 is not None and e.errno in (errno.EEXIST, errno.EISDIR,
                                                                    errno.ENOTDIR) else e.filename
     if e.errno == errno.ENOTDIR and name is not None:  # name the file that is in the way
-        from eebench.io import kind
-
         name = _file_in_the_way(str(name))
         what = f"is {kind(name)}, where a directory is needed"
     reason = f"{doing} ({what})" if doing else what
@@ -173,3 +173,22 @@ def expected(e: BaseException) -> EebenchError | None:
         return EebenchError(f"a number is out of range ({' '.join(str(e).split())[:160]})",
                             hint="rerun with --debug to see where")
     return None
+
+
+def kind(path: str | os.PathLike) -> str:
+    """What `path` is, for a message: "a directory", "a file", "a FIFO (named pipe)", "a socket",
+    "a character device", "a block device", "a broken symbolic link" or "missing". Here, not
+    in `eebench.io` (which re-exports it), because an error message needs it and io imports
+    errors."""
+    try:
+        mode = os.stat(path).st_mode
+    except FileNotFoundError:
+        return "a broken symbolic link" if os.path.islink(path) else "missing"
+    except OSError as e:
+        return f"unreadable ({e.strerror})"
+    for test, what in ((stat.S_ISDIR, "a directory"), (stat.S_ISREG, "a file"),
+                       (stat.S_ISFIFO, "a FIFO (named pipe)"), (stat.S_ISSOCK, "a socket"),
+                       (stat.S_ISCHR, "a character device"), (stat.S_ISBLK, "a block device")):
+        if test(mode):
+            return what
+    return "not a regular file"

@@ -15,7 +15,7 @@ from eebench.api.reports.full_models import full_scores
 from eebench.api.reports.published import Claim, load_published
 from eebench.errors import DataError
 from eebench.score import load_run
-from eebench.tasks.spec import get_task
+from eebench.tasks.catalog import get_task
 
 ROOT = Path(__file__).resolve().parent.parent
 PUBLISHED = ROOT / "leaderboard" / "published.toml"

@@ -81,7 +81,7 @@ def test_unknown_command_and_option_exit_2():
 
 
 def test_tasks_json_is_every_spec_to_dict():
-    from eebench.tasks.spec import all_tasks
+    from eebench.tasks.catalog import all_tasks
 
     result = runner.invoke(app, ["tasks", "--json"])
     assert result.exit_code == 0

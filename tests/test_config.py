@@ -18,8 +18,8 @@ from eebench.run.artifacts import RunConfig
 from eebench.run.config import BenchConfig, load_config, merge, tomllib
 from eebench.run.execute import run_dir_for
 from eebench.run.grid import expand
+from eebench.tasks.catalog import get_task
 from eebench.tasks.loaders import load_split
-from eebench.tasks.spec import get_task
 from eebench.train.config import TrainConfig, hashed_train, run_config
 from tests.committed import audited
 

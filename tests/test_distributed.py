@@ -29,8 +29,8 @@ from typer.testing import CliRunner
 
 from eebench.cli import app
 from eebench.methods.base import get_method
+from eebench.tasks.catalog import get_task
 from eebench.tasks.loaders import load_split
-from eebench.tasks.spec import get_task
 from eebench.train import checkpoint as ckpt
 from eebench.train.config import TrainConfig
 from eebench.train.distributed import launch

@@ -17,8 +17,8 @@ import eebench.cli.submit  # noqa: F401  (registers the commands)
 from eebench.cli import app
 from eebench.run import artifacts as R
 from eebench.submit.export_elue import Structure, export_elue, modules
+from eebench.tasks.catalog import get_task
 from eebench.tasks.loaders import load_split
-from eebench.tasks.spec import get_task
 from tests import tiny
 from tests.cli import tiny_run
 

@@ -167,7 +167,7 @@ def test_exit_decisions_equal_the_authors_per_sample_loop(name, written, batch):
 
 
 def test_an_authors_checkpoint_under_another_methods_heads_is_refused(written):
-    from eebench.tasks.spec import get_task
+    from eebench.tasks.catalog import get_task
     from eebench.train.imported import planned_import
 
     rte = get_task("rte")

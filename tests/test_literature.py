@@ -15,8 +15,8 @@ from eebench.cli import app
 from eebench.errors import EebenchError
 from eebench.methods.base import get_method
 from eebench.models.backbones import known_depth
+from eebench.tasks.catalog import get_task
 from eebench.tasks.loaders import load_split
-from eebench.tasks.spec import get_task
 
 if sys.version_info >= (3, 11):
     import tomllib

@@ -12,8 +12,9 @@ from pathlib import Path
 import pytest
 
 from eebench.errors import DataError, UsageError
+from eebench.tasks.catalog import get_task
 from eebench.tasks.loaders import Examples, carve_dev, load_split, resolve_split
-from eebench.tasks.spec import DevFromTrain, get_task
+from eebench.tasks.spec import DevFromTrain
 from eebench.tasks.tsv import read_tsv
 
 # Data rows per split of every file in the shared data folder (its README's verified counts).

@@ -17,7 +17,7 @@ from eebench.methods import METHODS, Stage, get_method
 from eebench.rules.base import ExitRule, select_state
 from eebench.rules.catalog import RULES
 from eebench.rules.entropy import entropy
-from eebench.tasks.spec import get_task
+from eebench.tasks.catalog import get_task
 from eebench.train.checkpoint import rebuild_model
 from tests.tiny import TEXT_METHODS, tiny_model
 

@@ -10,6 +10,7 @@ from scipy.stats import pearsonr, spearmanr
 from sklearn.metrics import accuracy_score, f1_score, matthews_corrcoef
 
 from eebench.errors import EebenchError
+from eebench.tasks.catalog import all_tasks, get_task
 from eebench.tasks.metrics import (
     accuracy,
     compute_metrics,
@@ -19,7 +20,6 @@ from eebench.tasks.metrics import (
     pearson,
     spearman,
 )
-from eebench.tasks.spec import all_tasks, get_task
 
 SEEDS = range(8)
 

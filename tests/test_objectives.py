@@ -16,8 +16,8 @@ import torch.nn.functional as F
 
 from eebench.errors import UsageError
 from eebench.methods.base import get_method
+from eebench.tasks.catalog import get_task
 from eebench.tasks.loaders import load_split
-from eebench.tasks.spec import get_task
 from tests import tiny
 
 TRAIN = dict(epochs=2, batch_size=16, max_train_samples=64, max_seq_length=32, lr=5e-3,

@@ -33,8 +33,8 @@ from eebench.plot import (
     plan_figures,
     write_figures,
 )
+from eebench.tasks.catalog import get_task
 from eebench.tasks.metrics import compute_metrics
-from eebench.tasks.spec import get_task
 from tests import tiny
 
 runner = CliRunner()

@@ -263,7 +263,7 @@ def test_a_stateful_head_is_costed_with_the_state_it_gets(running):
 def test_a_stage_trains_at_its_own_learning_rate_unless_overridden(tmp_path):
     from rich.console import Console
 
-    from eebench.tasks.spec import get_task
+    from eebench.tasks.catalog import get_task
     from eebench.testing import examples, tiny_backbone
     from eebench.train.config import StageOverrides, TrainConfig
     from eebench.train.loop import train

@@ -30,8 +30,8 @@ from eebench.methods.base import get_method
 from eebench.models.outputs import ExitOutputs, collect_exit_logits
 from eebench.rules.catalog import PAIR_PATIENCES, PAIR_THRESHOLDS, ModelFacts, get_rule
 from eebench.rules.engine import MARGIN_TOLERANCE, dynamic_inference, simulate
+from eebench.tasks.catalog import get_task
 from eebench.tasks.loaders import load_split
-from eebench.tasks.spec import get_task
 from tests import tiny
 
 # A disagreement with the simulation (the same stored logits, float32 arithmetic in another

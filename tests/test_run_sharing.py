@@ -38,8 +38,8 @@ def _static_checkpoints(tmp_path: Path, backbone: Path, cfg: Path, data_dir: Pat
     """Where the static run's models (k = 1, 2, 3) are trained, before anything trains."""
     from eebench import api
     from eebench.methods.base import get_method
+    from eebench.tasks.catalog import get_task
     from eebench.tasks.loaders import load_split
-    from eebench.tasks.spec import get_task
     from eebench.train.naming import name_checkpoint
 
     [rc] = api.expand(api.config(cfg)).runs

@@ -7,8 +7,9 @@ import json
 import pytest
 
 from eebench.errors import UsageError
+from eebench.tasks.catalog import all_tasks, get_task
 from eebench.tasks.metrics import COMBINED, SINGLE, TOKEN
-from eebench.tasks.spec import TASKS, all_tasks, get_task
+from eebench.tasks.spec import TASKS
 from eebench.tasks.tsv import read_tsv
 
 GLUE = {"cola", "sst2", "mrpc", "stsb", "qqp", "mnli", "qnli", "rte", "wnli"}

@@ -23,8 +23,8 @@ from eebench.rules.token_engine import (
     dynamic_token_inference,
 )
 from eebench.rules.tokens import SentenceEntropyRule, simulate_tokens, token_uncertainty
+from eebench.tasks.catalog import get_task
 from eebench.tasks.loaders import load_split
-from eebench.tasks.spec import get_task
 from tests import tiny
 
 CONLL = get_task("conll2003")

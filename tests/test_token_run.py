@@ -16,7 +16,7 @@ import pytest
 
 from eebench.methods.base import get_method
 from eebench.score.collect import load_run
-from eebench.tasks.spec import get_task
+from eebench.tasks.catalog import get_task
 from tests import tiny
 from tests.cli import invoke, tiny_run
 from tests.committed import audited

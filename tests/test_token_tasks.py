@@ -20,11 +20,11 @@ from eebench.cli import app
 from eebench.data.batching import IGNORE, collate
 from eebench.data.tokens import align_labels, encode_words
 from eebench.errors import DataError, EebenchError
+from eebench.tasks.catalog import get_task
 from eebench.tasks.conll import read_conll, tag_counts
 from eebench.tasks.loaders import Examples, load_split
 from eebench.tasks.metrics import compute_metrics, majority_baseline
 from eebench.tasks.seqlabel import to_iob2
-from eebench.tasks.spec import get_task
 from tests.files import write_file
 
 pytestmark = pytest.mark.usefixtures("no_env_data_dir")

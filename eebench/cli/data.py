@@ -141,7 +141,7 @@ def check(
     Exit 0 when every file present is valid (absent tasks are reported as missing), 1 when a
     file is invalid or a task named with --task has no files at all.
     """
-    from eebench.tasks.spec import all_tasks, get_task
+    from eebench.tasks.catalog import all_tasks, get_task
 
     root = _resolve(data_dir, exit_code=2)  # a usage error here, as below
     if root is None:
@@ -205,8 +205,8 @@ def show(
     as_json: bool = JsonOption,
 ) -> None:
     """Load one split through the loader and print its size, labels and first rows."""
+    from eebench.tasks.catalog import get_task
     from eebench.tasks.loaders import load_split
-    from eebench.tasks.spec import get_task
 
     spec = get_task(task)
     ex = load_split(spec, split, _resolve(data_dir))

@@ -95,7 +95,7 @@ def _hardware(run: RunFiles, point: OperatingPoint) -> str:
 def card_for(run: RunFiles, model: Any, chosen: OperatingPoint, out: Path) -> Card:
     from eebench.methods.base import get_method
     from eebench.models.convert.card import Card, Row
-    from eebench.tasks.spec import get_task
+    from eebench.tasks.catalog import get_task
 
     cfg, points = run.config, sorted(run.points, key=lambda p: p.sweep_value)
     full = run.summary.full_model.get("mean_mflops") or max(p.mean_mflops for p in points)

@@ -22,7 +22,8 @@ def _config(name: str):
     """A backbone config only (no weights): a named base shape (`bert-base` is transformers'
     BertConfig defaults: hidden 768, 12 layers, 12 heads, ff 3072), else the backbone's own
     config (an ElasticBERT one converted to BERT's)."""
-    from eebench.models.families import SHAPES, load_config, shape_config
+    from eebench.models.backbones import load_config
+    from eebench.models.families import SHAPES, shape_config
 
     return shape_config(name) if name in SHAPES else load_config(name)
 

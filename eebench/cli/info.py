@@ -20,7 +20,7 @@ def tasks(
     as_json: bool = JsonOption,
 ) -> None:
     """List the GLUE and ELUE tasks: labels, metrics, splits and data sources."""
-    from eebench.tasks.spec import all_tasks
+    from eebench.tasks.catalog import all_tasks
 
     if benchmark is not None and benchmark.lower() not in BENCHMARKS:
         raise UsageError(f"unknown benchmark {benchmark!r}", hint="choose from: glue, elue, ner")

@@ -78,10 +78,11 @@ def backbones(
     """List the registered backbones: their family, how their exit heads pool by default and the
     learning rate they fine-tune at (any local model directory or hub id of a supported family
     works too)."""
-    from eebench.models.backbones import BACKBONES, FAMILIES
+    from eebench.models.backbones import BACKBONES
+    from eebench.models.model_config import SUPPORTED_FAMILIES
 
     if list_families:
-        rows = [{"family": name, "description": text} for name, text in FAMILIES.items()]
+        rows = [{"family": name, "description": text} for name, text in SUPPORTED_FAMILIES.items()]
         if as_json:
             print_json(rows)
             return
@@ -120,6 +121,6 @@ def backbones(
                       escape(r["description"]))  # "eebench[mpnet]" is text, not markup
     err_console.print(table)
     err_console.print("[dim]--model also takes a local model directory or a Hugging Face hub id "
-                      f"of a supported family ({', '.join(FAMILIES)}; `eebench backbones "
+                      f"of a supported family ({', '.join(SUPPORTED_FAMILIES)}; `eebench backbones "
                       "--families`); --pooling cls|mean overrides the default pooling, --lr the "
                       "learning rate")

@@ -129,7 +129,7 @@ def train_command(
     from eebench.methods.base import get_method
     from eebench.models.backbones import resolve_pooling
     from eebench.run.config import BenchConfig, merge
-    from eebench.tasks.spec import get_task
+    from eebench.tasks.catalog import get_task
     from eebench.train import distributed
 
     settings = parse_settings(setting or [])
@@ -186,8 +186,8 @@ def train_process(method: str, settings: dict[str, Any], task: str, model: str, 
     """One process of `eebench train --processes N`: it loads the splits and trains its part of
     each batch (the main process prints the progress); returns the checkpoint directory."""
     from eebench.methods.base import get_method
+    from eebench.tasks.catalog import get_task
     from eebench.tasks.loaders import load_split
-    from eebench.tasks.spec import get_task
     from eebench.train.distributed import is_main_process
     from eebench.train.loop import train
 

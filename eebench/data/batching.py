@@ -78,16 +78,6 @@ def encode(examples: Any, tokenizer: Any, max_seq_length: int, is_regression: bo
     return Encoded(**pieces, labels=labels, is_regression=is_regression)
 
 
-def encode_for(spec: Any, examples: Any, tokenizer: Any, max_seq_length: int) -> Encoded:
-    """Tokenise `examples` of task `spec` once: a label per text (`encode`), or for a token task
-    a tag per word aligned to the word pieces (eebench.data.tokens.encode_words)."""
-    if getattr(spec, "unit", "sequence") == "token":
-        from eebench.data.tokens import encode_words
-
-        return encode_words(examples, tokenizer, max_seq_length)
-    return encode(examples, tokenizer, max_seq_length, spec.is_regression)
-
-
 def tokenised(enc: Any, examples: Any, tokenizer: Any, max_seq_length: int) -> dict[str, Any]:
     """An Encoded's fields that come from the tokenizer's output `enc` (all but the labels)."""
     input_ids = [list(ids) for ids in enc["input_ids"]]

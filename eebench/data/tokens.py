@@ -19,7 +19,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Any
 
-from eebench.data.batching import IGNORE, Encoded, tokenised
+from eebench.data.batching import IGNORE, Encoded, encode, tokenised
 from eebench.errors import DataError, UsageError, one_line
 
 # A piece that is not a word's first is labelled IGNORE; batching.collate makes the batches.
@@ -138,3 +138,12 @@ def encode_words(examples: Any, tokenizer: Any, max_seq_length: int) -> EncodedW
     return EncodedWords(**tokenised(enc, examples, tokenizer, max_seq_length), labels=labels,
                         word_ids=word_ids, words=[len(s) for s in sentences], words_cut=cut,
                         tags=None if tags is None else [[int(t) for t in ts] for ts in tags])
+
+
+def encode_for(spec: Any, examples: Any, tokenizer: Any, max_seq_length: int) -> Encoded:
+    """Tokenise `examples` of task `spec` once: a label per text (`encode`), or for a token task
+    a tag per word aligned to the word pieces (`encode_words`). Here, beside the token encoding,
+    because batching's `encode` is what the token encoding builds on."""
+    if getattr(spec, "unit", "sequence") == "token":
+        return encode_words(examples, tokenizer, max_seq_length)
+    return encode(examples, tokenizer, max_seq_length, spec.is_regression)

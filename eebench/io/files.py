@@ -23,7 +23,7 @@ from typing import Any, ClassVar, TypeVar
 
 from pydantic import BaseModel, ValidationError, model_serializer
 
-from eebench.errors import DataError
+from eebench.errors import DataError, kind  # kind: re-exported (errors.py defines it)
 
 M = TypeVar("M", bound=BaseModel)
 HASH_CHUNK = 1 << 20
@@ -188,23 +188,6 @@ def _one_line(text: str, n: int = 200) -> str:
 # forever, a device (a link to /dev/zero) would never end. Generous for its own files (a run's
 # points, a model's config); callers reading files from anyone pass a smaller bound.
 MAX_READ_BYTES = 1 << 30
-
-
-def kind(path: Path) -> str:
-    """What `path` is, for a message: "a directory", "a file", "a FIFO (named pipe)", "a socket",
-    "a character device", "a block device", "a broken symbolic link" or "missing"."""
-    try:
-        mode = os.stat(path).st_mode
-    except FileNotFoundError:
-        return "a broken symbolic link" if os.path.islink(path) else "missing"
-    except OSError as e:
-        return f"unreadable ({e.strerror})"
-    for test, what in ((stat.S_ISDIR, "a directory"), (stat.S_ISREG, "a file"),
-                       (stat.S_ISFIFO, "a FIFO (named pipe)"), (stat.S_ISSOCK, "a socket"),
-                       (stat.S_ISCHR, "a character device"), (stat.S_ISBLK, "a block device")):
-        if test(mode):
-            return what
-    return "not a regular file"
 
 
 def not_a_directory(path: Path, of: str = "") -> str:

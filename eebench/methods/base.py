@@ -71,6 +71,11 @@ class EarlyExitMethod(HeadDefaults, TrainingDefaults, RuleDefaults, UnitDefaults
         order `models()` gave them: the one model itself, by default."""
         return models[0]
 
+    @staticmethod
+    def methods_for(unit: str) -> list[str]:
+        """The registered methods that can do tasks of `unit`."""
+        return [n for n in METHODS.names() if unit in METHODS.get(n).units()]
+
     def describe(self) -> dict[str, Any]:
         return {"name": self.name, "paper": self.paper, "description": self.description,
                 "rule": self.rule or None, "comparison": self.rule_comparison(),

@@ -12,6 +12,7 @@ adaption). A method without a token rule does no token task, unless it has no ru
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from typing import Any, ClassVar
 
 from eebench.errors import UsageError
@@ -26,6 +27,9 @@ class UnitDefaults:
     # Its exit rule on a token task; None: it does no token task (unless it has no rule)
     token_rule: ClassVar[str | None] = None
     sequence_tasks: ClassVar[bool] = True  # False: it labels tokens only
+    # The registered methods that do tasks of a unit (for a refusal's hint): given by
+    # EarlyExitMethod, beside the registry, which this mixin does not import.
+    methods_for: Callable[[str], list[str]]
 
     @classmethod
     def units(cls) -> tuple[str, ...]:
@@ -44,11 +48,11 @@ class UnitDefaults:
             if self.token_rule is None:
                 raise UsageError(f"method {self.name!r} has no token model (its {self.rule} "
                                  "rule decides per text)",
-                                 hint=f"token methods: {', '.join(unit_methods('token'))}")
+                                 hint=f"token methods: {', '.join(self.methods_for('token'))}")
             self.rule = self.token_rule
         elif self.config.unit == "sequence" and not self.sequence_tasks:
             raise UsageError(f"method {self.name!r} labels tokens only (unit 'token')",
-                             hint=f"methods for texts: {', '.join(unit_methods('sequence'))}")
+                             hint=f"methods for texts: {', '.join(self.methods_for('sequence'))}")
 
     def check_unit(self, task: Any) -> None:
         """Refuse a task of a unit it has no model for, or that its settings do not say."""
@@ -56,7 +60,7 @@ class UnitDefaults:
         if unit not in self.units():
             what = "tags every word" if unit == "token" else "labels whole texts"
             raise UsageError(f"task {name!r} {what}; method {self.name!r} does not",
-                             hint=f"methods for such tasks: {', '.join(unit_methods(unit))}")
+                             hint=f"methods for such tasks: {', '.join(self.methods_for(unit))}")
         if self.config.unit != unit:  # the runner sets it from the task; a caller's slip
             raise UsageError(f"method {self.name!r} is set up for unit {self.config.unit!r}; "
                              f"task {name!r} needs unit {unit!r}",
@@ -66,32 +70,8 @@ class UnitDefaults:
         return {"units": list(self.units()), "token_rule": self.token_rule}
 
 
-def unit_methods(unit: str) -> list[str]:
-    """The registered methods that can do tasks of `unit`."""
-    from eebench.methods.base import METHODS
-
-    return [n for n in METHODS.names() if unit in METHODS.get(n).units()]
-
-
 def for_task(settings: dict[str, Any], task: Any) -> dict[str, Any]:
     """A method's settings for `task`: its token model (`unit` "token") on a token task."""
     if getattr(task, "unit", "sequence") == "token":
         return {**settings, "unit": "token"}
     return dict(settings)
-
-
-def refusal(method: str, task: Any) -> str | None:
-    """Why `method` cannot run on `task` (its unit, a regression its rule cannot do), or None;
-    from the method's class, before anything is built (a grid's skipped pairs)."""
-    from eebench.methods.base import METHODS
-    from eebench.rules.catalog import get_rule
-
-    cls = METHODS.get(method)
-    unit = getattr(task, "unit", "sequence")
-    if unit not in cls.units():
-        return (f"{method} has no token model (its {cls.rule} rule decides per text)"
-                if unit == "token" else f"{method} labels tokens, not texts")
-    rule = (cls.token_rule if unit == "token" else cls.rule) or ""
-    if getattr(task, "is_regression", False) and rule and not get_rule(rule).supports_regression:
-        return f"{method} cannot do regression (its {rule} rule needs classes)"
-    return None

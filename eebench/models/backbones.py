@@ -10,9 +10,10 @@ A `--model` value is one of
 
 A backbone *family* (config.model_type) says where the embeddings, encoder layers and pooler sit
 and how a layer is called: BERT (and MiniLM), RoBERTa, ALBERT (one layer shared by every depth),
-DistilBERT and MPNet, plus ElasticBERT checkpoints loaded into BERT (`FAMILIES` lists them, light;
-the entries themselves are eebench.models.families, and `encoder_parts(model)` is the one entry
-point).
+DistilBERT and MPNet, plus ElasticBERT checkpoints loaded into BERT (`SUPPORTED_FAMILIES` in
+eebench.models.model_config lists them, light; the entries themselves are eebench.models.families,
+and `encoder_parts(model)` is the one entry point). Loading is here, in one file: the config, the
+weights (a converted family's too) and the tokenizer, each through `from_pretrained`.
 
 A backbone also has a *pooling*: how its pretraining summarised a sequence, which is what its
 hidden states are good for. BERT (next-sentence prediction) pools [CLS]; a sentence-transformers
@@ -43,6 +44,7 @@ from eebench.models.model_dir import check_model_dir, weight_files
 from eebench.registry import Registry
 
 if TYPE_CHECKING:
+    import torch
     from torch import nn
 
     from eebench.models.families import Parts
@@ -61,7 +63,8 @@ class Backbone:
     pooling: str = "cls"
     # The peak learning rate it fine-tunes well at; None: BERT's GLUE recipe (TrainConfig.lr).
     lr: float | None = None
-    # Its architecture family (a key of FAMILIES): where its parts sit (eebench.models.families).
+    # Its architecture family (a key of SUPPORTED_FAMILIES): where its parts sit
+    # (eebench.models.families).
     family: str = "bert"
 
 
@@ -171,7 +174,7 @@ def load_hf_model(name: str, attn_implementation: str = "eager") -> nn.Module:
     from transformers import AutoModel
     from transformers.utils import logging
 
-    from eebench.models.families import CONVERSIONS, backbone_config_dict, load_converted
+    from eebench.models.families import CONVERSIONS
 
     verbosity, bar = logging.get_verbosity(), logging.is_progress_bar_enabled()
     logging.set_verbosity_error()  # unused pretraining heads are expected: no load report
@@ -226,6 +229,80 @@ def load_tokenizer(name: str) -> Any:
     if not getattr(tok, "is_fast", False):
         raise EebenchError(f"backbone {name!r} has no fast tokenizer (tokenizer.json)")
     return tok
+
+
+# ------------------------------------------------------- a family's config and weights, loaded
+def _config_dict(where: str, **kwargs: Any) -> dict[str, Any]:
+    from transformers import PretrainedConfig
+
+    return PretrainedConfig.get_config_dict(where, **kwargs)[0]
+
+
+def _weights_file(where: str, **kwargs: Any) -> str:
+    """The checkpoint's model.safetensors (a local directory's is checked first by
+    `from_pretrained`). Weights that exist only pickled are refused: eebench never unpickles."""
+    from transformers.utils import cached_file
+
+    path = cached_file(where, "model.safetensors", _raise_exceptions_for_missing_entries=False,
+                       **kwargs)
+    if path:
+        return str(path)
+    raise DataError(f"{where}: no model.safetensors (weights that exist only pickled are not "
+                    "read: eebench never unpickles a file)",
+                    hint="save the model with safetensors (save_pretrained writes "
+                         "model.safetensors)")
+
+
+def _read_weights(path: str) -> dict[str, torch.Tensor]:
+    """The tensors of a safetensors file (no pickle, no code)."""
+    from safetensors.torch import load_file
+
+    return load_file(path)
+
+
+def backbone_config_dict(name: str) -> dict[str, Any]:
+    """The raw config.json of backbone `name` (one-line errors offline)."""
+    return from_pretrained(_config_dict, name)
+
+
+def load_config(name: str) -> Any:
+    """The transformers config of backbone `name`, converted where its family needs it."""
+    from transformers import AutoConfig
+
+    from eebench.models.families import CONVERSIONS
+
+    raw = backbone_config_dict(name)
+    conversion = CONVERSIONS.get(raw.get("model_type", ""))
+    if conversion is not None:
+        return conversion.config(raw)
+    return from_pretrained(AutoConfig.from_pretrained, name)
+
+
+def load_converted(name: str, raw: dict[str, Any], attn_implementation: str) -> nn.Module:
+    """A checkpoint of a converted family (`CONVERSIONS`) as a model of the family it maps to,
+    its per-layer poolers kept for the exit heads (`Parts.exit_poolers`)."""
+    from torch import nn
+    from transformers import AutoModel
+
+    from eebench.models.families import CONVERSIONS
+
+    conversion = CONVERSIONS[raw["model_type"]]
+    config = conversion.config(raw)
+    state, poolers = conversion.state_dict(_read_weights(from_pretrained(_weights_file, name)))
+    model = AutoModel.from_config(config, attn_implementation=attn_implementation)
+    missing, unexpected = model.load_state_dict(state, strict=False)
+    missing = [k for k in missing if not k.startswith("pooler.") or not poolers]
+    if missing or unexpected:
+        what = f"missing {missing[:3]}" if missing else f"unexpected {unexpected[:3]}"
+        raise DataError(f"{name}: the {raw['model_type']} checkpoint does not fit its config "
+                        f"({what})")
+    exit_poolers = {}
+    for layer, tensors in sorted(poolers.items()):
+        dense = nn.Linear(config.hidden_size, config.hidden_size)
+        dense.load_state_dict(tensors)
+        exit_poolers[layer] = dense
+    model.eebench_exit_poolers = exit_poolers  # a plain attribute: not part of the BertModel
+    return model.eval()
 
 
 # ------------------------------------------------------------------------------------- pooling
@@ -292,19 +369,6 @@ def resolve_pooling(name: str, pooling: str | None) -> str:
 
 
 # ------------------------------------------------------------------------------------ families
-# The supported architecture families by config.model_type, as plain data (listing them imports
-# nothing); the entries, with torch, are eebench.models.families.FAMILIES and CONVERSIONS.
-FAMILIES: dict[str, str] = {
-    "bert": "BERT and MiniLM: embeddings, encoder.layer, pooler",
-    "roberta": "RoBERTa: BERT's layout, positions counted after the padding id",
-    "albert": "ALBERT: embeddings + projection E -> H, one shared layer group run L times, pooler",
-    "distilbert": "DistilBERT: no token types, transformer.layer, no pooler (a fresh one)",
-    "mpnet": "MPNet: relative position bias computed once per batch, read by every layer",
-    "elasticbert": "ElasticBERT checkpoints: loaded into BERT by a key mapping, one pooler per "
-                   "layer (the exit heads' poolers)",
-}
-
-
 def encoder_parts(model: Any) -> Parts:
     """Where the embeddings, layers and pooler of a Hugging Face encoder sit (its family's
     entry); an unsupported family is a usage error naming the supported ones."""

@@ -36,6 +36,21 @@ MAX_BUCKETS = 4096  # MPNet's relative_attention_num_buckets (32)
 CONFIG_HINT = "use the config.json saved with these weights"
 
 
+# The supported architecture families by config.model_type, with what each is, as plain data: the
+# config check refuses any other, and `eebench backbones --families` lists them (importing
+# nothing); the entries themselves, with torch, are eebench.models.families.FAMILIES and
+# CONVERSIONS.
+SUPPORTED_FAMILIES: dict[str, str] = {
+    "bert": "BERT and MiniLM: embeddings, encoder.layer, pooler",
+    "roberta": "RoBERTa: BERT's layout, positions counted after the padding id",
+    "albert": "ALBERT: embeddings + projection E -> H, one shared layer group run L times, pooler",
+    "distilbert": "DistilBERT: no token types, transformer.layer, no pooler (a fresh one)",
+    "mpnet": "MPNet: relative position bias computed once per batch, read by every layer",
+    "elasticbert": "ElasticBERT checkpoints: loaded into BERT by a key mapping, one pooler per "
+                   "layer (the exit heads' poolers)",
+}
+
+
 def bounded(top: int, bottom: int = 1) -> Any:
     """An optional integer in bottom..top: a bool, a float, a string, a list is refused, the
     error naming the value and the bounds (pydantic's lax mode would read "12" as 12)."""
@@ -91,14 +106,13 @@ def check_config(config: dict[str, Any], where: str) -> None:
     """Refuse a config no model can be built from, naming the field (a DataError): a family
     eebench supports, every size within its bounds, a width each attention head shares."""
     from eebench.io import validated
-    from eebench.models.backbones import FAMILIES
 
     family = config.get("model_type")
     if not isinstance(family, str):
         raise DataError(f"{where}: no model_type: not a Hugging Face model config")
-    if family not in FAMILIES:
+    if family not in SUPPORTED_FAMILIES:
         raise DataError(f"{where}: model_type {family!r} is not a supported backbone family",
-                        hint=f"supported families: {', '.join(FAMILIES)}")
+                        hint=f"supported families: {', '.join(SUPPORTED_FAMILIES)}")
     validated(ModelConfig, config, where, what="model config", hint=CONFIG_HINT)
     for size, heads in _HEADS:
         if size in config and heads in config and config[size] % config[heads]:

@@ -72,7 +72,7 @@ class _Curves:
     def get(self, run: Run) -> ExitCurve:
         key = str(run.path)
         if key not in self._cache:
-            from eebench.tasks.spec import get_task
+            from eebench.tasks.catalog import get_task
 
             self._cache[key] = exit_curve(run, get_task(run.config.task))
         return self._cache[key]
@@ -153,8 +153,8 @@ def _histograms(task: str, title: str, runs: list[tuple[str, Run]]) -> list[Plan
 
 
 def _exits(task, label, members, main_metric, style, curves: _Curves) -> Figure:
+    from eebench.tasks.catalog import get_task
     from eebench.tasks.metrics import majority_baseline
-    from eebench.tasks.spec import get_task
 
     spec = get_task(task)
     majority = [majority_baseline(spec, r.labels())[main_metric] for r in members]

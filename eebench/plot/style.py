@@ -77,7 +77,7 @@ def flops_label(convention: str, log: bool = False) -> str:
 def task_title(task: str) -> str:
     """The task's human name (e.g. RTE) when this installation knows the task, else its key."""
     from eebench.errors import EebenchError
-    from eebench.tasks.spec import get_task
+    from eebench.tasks.catalog import get_task
 
     try:
         return get_task(task).title

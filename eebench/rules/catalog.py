@@ -37,7 +37,7 @@ from typing import TYPE_CHECKING, Any, ClassVar
 from pydantic import Field, ValidationError
 
 from eebench.errors import UsageError
-from eebench.registry import Registry
+from eebench.registry import Lazy, Registry
 from eebench.rules.sweep import Param, RuleSettings, SweepValues, shown_values, typed
 
 if TYPE_CHECKING:
@@ -390,4 +390,7 @@ class Learned(RuleKind):
         return LearnedExitRule(value, self.comparison_for(facts))
 
 
-from eebench.rules import token_catalog  # noqa: E402,F401  (the token rules register here)
+# The token rules (eebench.rules.token_catalog, built on this module), imported when first looked
+# up, as the built-in methods are.
+for _name, _ref in (("mean-entropy", "MeanEntropy"), ("sentee", "SentEE"), ("tokee", "TokEE")):
+    RULES.add(_name, Lazy(f"eebench.rules.token_catalog:{_ref}"))

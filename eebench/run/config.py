@@ -224,7 +224,7 @@ class BenchConfig(BaseModel):
     def for_task(self, task: str) -> TaskSettings:
         """The task's budget: its own settings (under any of its names) over the config's.
         Every name in tasks_settings is checked, so a typo fails before any work."""
-        from eebench.tasks.spec import get_task
+        from eebench.tasks.catalog import get_task
 
         name = get_task(task).name
         matches = [s for key, s in self.tasks_settings.items() if get_task(key).name == name]
@@ -238,7 +238,7 @@ class BenchConfig(BaseModel):
     def length_setting(self, task: str) -> str:
         """The setting that gives the task's max_seq_length (for a message): its own
         [tasks_settings] table's, else the top level's."""
-        from eebench.tasks.spec import get_task
+        from eebench.tasks.catalog import get_task
 
         name = get_task(task).name
         for key, own in self.tasks_settings.items():
@@ -341,7 +341,7 @@ def check_names(config: BenchConfig, where: str = "", own: bool = False) -> None
     setting."""
     from eebench.methods.base import get_method
     from eebench.rules.catalog import get_rule
-    from eebench.tasks.spec import get_task
+    from eebench.tasks.catalog import get_task
 
     def refuse(setting: str, message: str, hint: str | None = None) -> None:
         raise UsageError(f"{where}setting {setting}: {message}", hint=hint)

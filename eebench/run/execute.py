@@ -36,7 +36,8 @@ from eebench.run.artifacts import (
     verify_run,
     write_points,
 )
-from eebench.tasks.spec import TaskSpec, get_task
+from eebench.tasks.catalog import get_task
+from eebench.tasks.spec import TaskSpec
 from eebench.train.checkpoint import read_state
 
 EVAL_SUBSET_SEED = 0  # subsets of the evaluated split do not depend on the run's seed
@@ -58,8 +59,7 @@ class RunOptions:
 def backbone_layers(model: str) -> int:
     """The backbone's depth, from its config (converted where its family needs it); a well-known
     hub id's from a table, without a download (`known_depth`)."""
-    from eebench.models.backbones import known_depth
-    from eebench.models.families import load_config
+    from eebench.models.backbones import known_depth, load_config
 
     known = known_depth(model)
     return known if known is not None else int(load_config(model).num_hidden_layers)
@@ -69,8 +69,8 @@ def backbone_max_tokens(model: str) -> int | None:
     """The longest sequence the backbone holds (its family's count of positions), from the
     config of its local directory; None for a hub id, whose length training checks once it has
     the model (listing a grid downloads nothing)."""
-    from eebench.models.backbones import resolve_backbone
-    from eebench.models.families import family_of, load_config
+    from eebench.models.backbones import load_config, resolve_backbone
+    from eebench.models.families import family_of
 
     if not Path(resolve_backbone(model)).is_dir():
         return None

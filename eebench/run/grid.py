@@ -9,11 +9,12 @@ from dataclasses import dataclass, field
 
 from eebench.errors import UsageError
 from eebench.methods.base import get_method
-from eebench.methods.units import for_task, refusal
+from eebench.methods.units import for_task
 from eebench.run.artifacts import RunConfig
 from eebench.run.config import BenchConfig
+from eebench.tasks.catalog import get_task
 from eebench.tasks.loaders import resolve_split
-from eebench.tasks.spec import TaskSpec, get_task
+from eebench.tasks.spec import TaskSpec
 from eebench.train.config import TrainConfig
 
 
@@ -77,6 +78,24 @@ def expand(config: BenchConfig, skip_unrunnable: bool = True) -> Grid:
     own = config.model_copy(update={"eval_task": None})
     return Grid(runs, left_out, [run_config_for(own, r.method, r.trained_on, r.seed, r.rule)
                                for r in runs])
+
+
+def refusal(method: str, task: TaskSpec) -> str | None:
+    """Why `method` cannot run on `task` (its unit, a regression its rule cannot do), or None;
+    from the method's class, before anything is built (a grid's skipped pairs). Here, where it
+    is used: it asks the method and rule registries."""
+    from eebench.methods.base import METHODS
+    from eebench.rules.catalog import get_rule
+
+    cls = METHODS.get(method)
+    unit = getattr(task, "unit", "sequence")
+    if unit not in cls.units():
+        return (f"{method} has no token model (its {cls.rule} rule decides per text)"
+                if unit == "token" else f"{method} labels tokens, not texts")
+    rule = (cls.token_rule if unit == "token" else cls.rule) or ""
+    if getattr(task, "is_regression", False) and rule and not get_rule(rule).supports_regression:
+        return f"{method} cannot do regression (its {rule} rule needs classes)"
+    return None
 
 
 def test_twins(config: BenchConfig, runs: list[RunConfig]) -> list[RunConfig]:
@@ -251,7 +270,7 @@ def _check_halting(rule: str, model: str) -> None:
         return
     if model in LIVE_FAMILIES:
         return
-    from eebench.models.families import load_config
+    from eebench.models.backbones import load_config
 
     family = getattr(load_config(model), "model_type", "?")
     if family not in LIVE_FAMILIES:

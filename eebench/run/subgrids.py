@@ -101,7 +101,7 @@ def _canonical(kind: str, value: Any) -> Any:
 
         return METHODS.get(value).name
     if kind == "tasks":
-        from eebench.tasks.spec import get_task
+        from eebench.tasks.catalog import get_task
 
         return get_task(value).name
     return value

@@ -34,7 +34,7 @@ from eebench.run.artifacts import (
     VariantRecord,
     verify_run,
 )
-from eebench.tasks.spec import get_task
+from eebench.tasks.catalog import get_task
 
 
 @dataclass

@@ -43,8 +43,8 @@ def ensemble_prediction(logits: np.ndarray, regression: bool) -> np.ndarray:
 
 def ensemble_point(run: Run) -> EnsemblePoint:
     """The ensemble of all exits of one run of a dynamic method (labels needed)."""
+    from eebench.tasks.catalog import get_task
     from eebench.tasks.metrics import compute_metrics
-    from eebench.tasks.spec import get_task
 
     spec = get_task(run.config.task)
     arrays = run.predictions()

@@ -32,7 +32,7 @@ METRIC_TOLERANCE = 1e-6  # percentage points
 def check_points(run: Run) -> None:
     """Refuse the first point of `run` whose exit histogram or (labelled splits) metrics are not
     what its row of the stored arrays gives."""
-    from eebench.tasks.spec import get_task
+    from eebench.tasks.catalog import get_task
 
     arrays = run.predictions()
     where = run.path / PREDICTIONS_FILE

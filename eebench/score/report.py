@@ -46,8 +46,8 @@ class HvReference:
 
 def _majority_metric(points: Sequence[Point]) -> float | None:
     try:
+        from eebench.tasks.catalog import get_task
         from eebench.tasks.metrics import majority_baseline
-        from eebench.tasks.spec import get_task
     except ImportError:
         return None
     try:

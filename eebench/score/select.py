@@ -30,7 +30,7 @@ import numpy as np
 
 from eebench.errors import UsageError
 from eebench.score.difficulty import Samples
-from eebench.tasks.spec import get_task
+from eebench.tasks.catalog import get_task
 
 
 def clopper_pearson_lower(k: int, n: int, delta: float) -> float:

@@ -150,7 +150,7 @@ class Comparison:
 
 
 def _is_regression(point: Point) -> bool:
-    from eebench.tasks.spec import get_task
+    from eebench.tasks.catalog import get_task
 
     try:
         return get_task(point.task).is_regression

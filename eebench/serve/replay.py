@@ -71,8 +71,8 @@ def load_target(run_dir: Path, point: int, data_dir: Path | None, device: str = 
     from eebench.data.batching import encode
     from eebench.methods.base import get_method
     from eebench.run.rederive import facts_for, rule_at
+    from eebench.tasks.catalog import get_task
     from eebench.tasks.loaders import load_split
-    from eebench.tasks.spec import get_task
     from eebench.train.checkpoint import load_trained
 
     run = verify_run(Path(run_dir))  # finished, its files as its summary recorded them

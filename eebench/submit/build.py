@@ -99,7 +99,7 @@ def _model_info(name: str, num_layers: int, params: int, pooling: str,
 def _model_sizes(name: str, runs, num_layers: int) -> dict[str, int]:
     """The backbone's sizes (MODEL_SIZES, distinct_layers) from its config (of any family eebench
     builds, ElasticBERT's converted); the runs' recorded hidden sizes must be the config's."""
-    from eebench.models.families import load_config
+    from eebench.models.backbones import load_config
 
     config = load_config(name)
     sizes: dict[str, int] = {}
@@ -142,7 +142,7 @@ def _mean_length(run) -> float:
 
 def _data_files(task: str, split: str, data_dir: Path | None) -> list[DataFile]:
     """The files a run of `task` read: train and dev (training), and the evaluated split."""
-    from eebench.tasks.spec import get_task
+    from eebench.tasks.catalog import get_task
 
     spec = get_task(task)
     out = []

@@ -43,8 +43,8 @@ def file_name(task: str, split: str, label: str) -> str:
 
 def export_conll(run_dir: Path, out_dir: Path, data_dir: Path | None) -> list[ConllFile]:
     """Write one CoNLL file per operating point of a token task's run (names: `file_name`)."""
+    from eebench.tasks.catalog import get_task
     from eebench.tasks.loaders import load_split
-    from eebench.tasks.spec import get_task
 
     run_dir, out_dir = Path(run_dir), Path(out_dir)
     files = verify_run(run_dir)  # finished, its files as its summary recorded them

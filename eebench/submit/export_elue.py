@@ -100,7 +100,7 @@ def file_name(task: str, split: str, sweep_param: str, value: float) -> str:
 
 def _hidden_of(model: str) -> int:
     """The backbone's hidden size, for runs that did not record it (summary schema 1)."""
-    from eebench.models.families import load_config
+    from eebench.models.backbones import load_config
 
     return int(load_config(model).hidden_size)
 
@@ -132,7 +132,7 @@ def export_elue(run_dir: Path, out_dir: Path) -> Export:
     from safetensors import SafetensorError
     from safetensors.numpy import load_file
 
-    from eebench.tasks.spec import get_task
+    from eebench.tasks.catalog import get_task
 
     run_dir, out_dir = Path(run_dir), Path(out_dir)
     run = verify_run(run_dir)  # a finished run whose files match what its summary recorded

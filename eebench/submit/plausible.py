@@ -173,7 +173,7 @@ def params_bounds(dims: Dims, deepest: int, num_labels: int,
 def check_costs(sub: Submission) -> None:
     """Every point's mean FLOPs and parameters within what the declared model can cost and hold
     (run after the consistency checks: known tasks, histograms of L entries adding up to N)."""
-    from eebench.tasks.spec import get_task
+    from eebench.tasks.catalog import get_task
 
     convention = sub.flops.convention
     if convention not in CONVENTIONS:

@@ -276,7 +276,7 @@ def _check_ordered(points: list[OperatingPoint], where: str) -> None:
 
 def task_spec(task: str) -> TaskSpec:
     """The spec of a task key: a task eebench knows, under its own name (not an alias)."""
-    from eebench.tasks.spec import get_task
+    from eebench.tasks.catalog import get_task
 
     try:
         spec = get_task(task)

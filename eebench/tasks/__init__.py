@@ -9,25 +9,25 @@ from __future__ import annotations
 
 from importlib import import_module
 
+from eebench.tasks.catalog import all_tasks, get_task
 from eebench.tasks.spec import (
     TASKS,
     DevFromTrain,
+    Examples,
     HubSource,
     LocalFile,
     TaskSpec,
-    all_tasks,
-    get_task,
 )
 
 _LAZY = {
-    "Examples": "eebench.tasks.loaders",
     "load_split": "eebench.tasks.loaders",
     "compute_metrics": "eebench.tasks.metrics",
     "majority_baseline": "eebench.tasks.metrics",
 }
 
 __all__ = [
-    "TASKS", "DevFromTrain", "HubSource", "LocalFile", "TaskSpec", "all_tasks", "get_task", *_LAZY,
+    "TASKS", "DevFromTrain", "Examples", "HubSource", "LocalFile", "TaskSpec", "all_tasks",
+    "get_task", *_LAZY,
 ]
 
 

@@ -1,5 +1,7 @@
 """The built-in GLUE and ELUE task specs, and two NER tasks (CoNLL-2003, WNUT-17).
 
+`get_task` and `all_tasks` are here, where the specs are registered: a query finds them all.
+
 Local layouts follow the GLUE download script (`glue_data/<TASK>/`) and the ELUE releases. Row
 counts are the published split sizes; `eebench data check` compares the files on disk against them.
 """
@@ -280,3 +282,11 @@ add(TaskSpec(
                 "a row is a sentence, scored on entities (entity F1).",
     label_space="ner-wnut17", unit="token", scheme="IOB2",
 ), aliases=("wnut", "wnut_17", "wnut-17"))
+
+
+def get_task(name: str) -> TaskSpec:
+    return TASKS.get(name)
+
+
+def all_tasks() -> list[TaskSpec]:
+    return [spec for _, spec in TASKS.items()]

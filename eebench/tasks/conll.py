@@ -20,7 +20,7 @@ from pathlib import Path
 from typing import Any
 
 from eebench.errors import DataError
-from eebench.tasks.spec import LocalFile, TaskSpec
+from eebench.tasks.spec import Examples, LocalFile, TaskSpec
 
 DOCSTART = "-DOCSTART-"
 DOCSTART_SKIPPED = "-DOCSTART- line"  # the reason in Examples.skipped
@@ -72,7 +72,6 @@ def read_conll(path: Path, file: LocalFile, label: str | None = None
 
 def load_conll(spec: TaskSpec, split: str, path: Path) -> Any:
     """One local CoNLL file as Examples: a row per sentence, tags in IOB2."""
-    from eebench.tasks.loaders import Examples
     from eebench.tasks.seqlabel import to_iob2
 
     file = spec.local[split]
@@ -100,8 +99,6 @@ def hub_examples(spec: TaskSpec, ds: Any, where: str, split: str) -> Any:
     """A hub token dataset (a list of tokens and a list of tag ids per row) as Examples. Tag ids
     are mapped by their names where the dataset names its tags (a ClassLabel), else taken as
     ids in spec.labels order. A split whose tags are all missing is unlabelled."""
-    from eebench.tasks.loaders import Examples
-
     column, tags_column = spec.hub.text_columns[0], spec.hub.label_column
     tokens = [tuple(str(w) for w in row) for row in ds[column]]
     ex = Examples(spec.name, split, tokens, None, [str(i) for i in range(len(tokens))],

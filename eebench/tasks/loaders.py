@@ -10,74 +10,20 @@ from __future__ import annotations
 
 import difflib
 import math
-from collections.abc import Callable, Iterable, Sequence
-from dataclasses import dataclass, field, replace
+from collections.abc import Callable, Sequence
 from pathlib import Path
 
 import numpy as np
 
 from eebench.errors import DataError, UsageError, one_line
 from eebench.io import hub_offline_mode, hub_unreachable, not_a_file
-from eebench.tasks.spec import DevFromTrain, HubSource, LocalFile, TaskSpec, get_task
+from eebench.tasks.catalog import get_task
+from eebench.tasks.spec import DevFromTrain, Examples, HubSource, LocalFile, TaskSpec
 from eebench.tasks.tsv import read_tsv
 
 SPLIT_ALIASES = {"validation": "dev", "val": "dev", "valid": "dev"}
 NO_GOLD = {"-", "-1"}  # SNLI-style items without a gold label: skipped and counted
 LOCAL_HINT = "pass --data-dir DIR or set EEBENCH_DATA_DIR to a local GLUE/ELUE TSV directory"
-
-
-@dataclass
-class Examples:
-    """One split of one task, as plain lists; row i is (texts[i], labels[i], ids[i])."""
-
-    task: str  # canonical task name
-    split: str
-    # (sentence,) or (sentence_a, sentence_b); a token task (spec.unit == "token"): the words
-    texts: list[tuple[str, ...]]
-    # ids in spec.labels order; floats for regression; a token task: a list of tag ids (IOB2),
-    # one per word
-    labels: list[int] | list[float] | list[list[int]] | None
-    ids: list[str]  # a test file's index column, else the 0-based data row number
-    source: str  # file path or "hub:<path>/<name>:<split>"
-    skipped: dict[str, int] = field(default_factory=dict)  # reason -> rows skipped
-
-    def __len__(self) -> int:
-        return len(self.texts)
-
-    def select(self, indices: Iterable[int]) -> Examples:
-        """The rows at `indices`, in that order (a new object; lists are not shared)."""
-        idx = [int(i) for i in indices]
-        return replace(
-            self,
-            texts=[self.texts[i] for i in idx],
-            labels=None if self.labels is None else [self.labels[i] for i in idx],
-            ids=[self.ids[i] for i in idx],
-            skipped=dict(self.skipped),
-        )
-
-    def take(self, n: int | None, seed: int) -> Examples:
-        """A seeded random subset of `n` rows, in a deterministic shuffled order.
-
-        n=None or n >= len(self) keeps every row in file order, so a full split stays aligned
-        with its file (ELUE test exports rely on that).
-        """
-        if n is not None and n < 0:
-            raise UsageError(f"cannot take {n} examples: the number must be >= 0")
-        if n is None or n >= len(self):
-            return self.select(range(len(self)))
-        return self.select(np.random.default_rng(seed).permutation(len(self))[:n])
-
-    def label_counts(self) -> dict[int, int]:
-        """Rows per label id, sorted by id ({} for an unlabelled split)."""
-        if self.labels is None:
-            return {}
-        if any(isinstance(y, float) for y in self.labels):
-            raise ValueError(f"{self.task}: label counts need class ids, not regression scores")
-        if any(isinstance(y, list) for y in self.labels):
-            raise ValueError(f"{self.task}: a tag per word; eebench.tasks.conll.tag_counts "
-                             "counts them")
-        values, counts = np.unique(np.asarray(self.labels, dtype=np.int64), return_counts=True)
-        return {int(v): int(c) for v, c in zip(values, counts, strict=True)}
 
 
 def resolve_split(spec: TaskSpec, split: str) -> str:

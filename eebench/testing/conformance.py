@@ -229,7 +229,7 @@ def _check_structure(report: Conformance, method: Any, backbone: Path) -> None:
 
 def _train(method: Any, backbone: Path, root: Path, is_regression: bool) -> Any:
     """The model a run measures for this (variant's) method: trained, saved and reloaded."""
-    from eebench.tasks.spec import get_task
+    from eebench.tasks.catalog import get_task
     from eebench.train.checkpoint import load_trained
     from eebench.train.config import TrainConfig
     from eebench.train.loop import train

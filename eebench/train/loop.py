@@ -141,7 +141,7 @@ class _Trainer:
                  console, on_step, pooling, held_out=None, procs=distributed.ONE):
         import torch
 
-        from eebench.data.batching import encode_for
+        from eebench.data.tokens import encode_for
         from eebench.models.backbones import load_tokenizer
         from eebench.models.build import build_model
 

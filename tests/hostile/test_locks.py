@@ -90,7 +90,7 @@ def test_cause1_a_lock_that_is_a_fifo_is_refused_without_hanging(tmp_path, bench
 IMPORTING = """
 import pathlib, sys, time
 import safetensors.torch as st
-from eebench.tasks.spec import get_task
+from eebench.tasks.catalog import get_task
 from eebench.train.imported import import_checkpoint, planned_import
 marks, source, root = pathlib.Path(sys.argv[1]), sys.argv[2], pathlib.Path(sys.argv[3])
 real = st.save_model

@@ -158,7 +158,7 @@ def test_the_bundled_minilm_passes():
 
 def test_a_config_without_weights_is_still_a_config(tmp_path):
     """What `flops` counts and a submission records the sizes of: no weights, no tokenizer."""
-    from eebench.models.families import load_config
+    from eebench.models.backbones import load_config
 
     tiny.tiny_family_config("bert", num_layers=3).save_pretrained(str(tmp_path))
     assert load_config(str(tmp_path)).num_hidden_layers == 3

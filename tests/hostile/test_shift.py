@@ -13,7 +13,8 @@ import pytest
 from eebench.errors import UsageError
 from eebench.run.config import BenchConfig
 from eebench.run.grid import check_shift, expand
-from eebench.tasks.spec import LABEL_SPACES, TaskSpec, all_tasks, get_task
+from eebench.tasks.catalog import all_tasks, get_task
+from eebench.tasks.spec import LABEL_SPACES, TaskSpec
 from tests.hostile.conftest import FAST
 from tests.hostile.helpers import fails, unchanged
 

@@ -15,7 +15,7 @@ from eebench.api.reports.core import Block, Context, kind, page
 from eebench.api.reports.fmt import in_order, markdown, pm_over, task_order, title
 from eebench.errors import DataError
 from eebench.score import elue_by_seed, load_reference, raw_points
-from eebench.tasks.spec import get_task
+from eebench.tasks.catalog import get_task
 
 
 def _row_name(run, o: dict) -> str:

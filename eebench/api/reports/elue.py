@@ -28,7 +28,7 @@ from eebench.score import (
 from eebench.score.ensemble import ensemble_point
 from eebench.score.stats import SEED_KEYS, paired_bootstrap, paired_scores
 from eebench.submit.build import build_submission
-from eebench.tasks.spec import get_task
+from eebench.tasks.catalog import get_task
 
 
 @kind("elue-benchmark")

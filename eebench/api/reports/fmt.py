@@ -8,7 +8,7 @@ from collections.abc import Iterable
 from typing import Any
 
 from eebench.score import sample_std
-from eebench.tasks.spec import get_task
+from eebench.tasks.catalog import get_task
 
 ALIGN = {"l": "left", "r": "right", "c": "center"}
 

@@ -32,8 +32,8 @@ def full_scores(runs: list, pick: str = "all") -> dict[str, dict[str, Any]]:
     """Per task: the full model's dev score over seeds, the majority baseline of its dev
     labels, and the recipe. With several recipes of a task (a recipe search) `pick` = "best"
     keeps the best one's seeds; "all" expects one."""
+    from eebench.tasks.catalog import get_task
     from eebench.tasks.metrics import majority_baseline
-    from eebench.tasks.spec import get_task
 
     by: dict[tuple[str, str], list] = defaultdict(list)
     for r in runs:

@@ -9,7 +9,7 @@ from __future__ import annotations
 
 from eebench.api.reports.core import Block, Context, kind, page
 from eebench.api.reports.fmt import markdown
-from eebench.tasks.spec import get_task
+from eebench.tasks.catalog import get_task
 
 
 def _table(runs: list, method: str, o: dict) -> str:

@@ -16,7 +16,7 @@ import json
 from eebench.api.reports.core import Block, Context, kind, page
 from eebench.api.reports.fmt import in_order, markdown, pm, pm_over, signed
 from eebench.score import aggregate_seeds, build_reference, elue_by_seed, raw_points, score
-from eebench.tasks.spec import get_task
+from eebench.tasks.catalog import get_task
 
 
 def _static_table(points, task: str) -> str:

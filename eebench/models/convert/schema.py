@@ -6,7 +6,8 @@ allocated).
 - `check_declared(config, where)`, before the weights are opened: the config's sizes
   (eebench.models.model_config: types and bounds) and the `early_exit` block (`ExportBlock`:
   types, bounds), each by its schema;
-- `check_checkpoint(checkpoint)`, once its format is found: the config of a supported family,
+- `check_checkpoint(folder, config, converted)`, once its format is found (`converted`: the
+  weights' shapes under eebench's names): the config of a supported family,
   its sizes those of the weights, every layer there, the tokenizer there and fitting the word
   embeddings (eebench.models.model_dir.check_contents, on the backbone under its family's own
   keys); and the block's depth, exits and labels those of the config and the exit heads.
@@ -37,7 +38,9 @@ from eebench.models.model_config import (
 from eebench.models.model_dir import check_contents
 
 if TYPE_CHECKING:
-    from eebench.models.convert.source import Checkpoint
+    from pathlib import Path
+
+    from eebench.models.convert.formats import Converted
 
 BLOCK_HINT = "the early_exit block is what `eebench export-model` writes: export the model again"
 Layer = bounded(MAX_COUNT)
@@ -70,15 +73,14 @@ def check_declared(config: dict[str, Any], where: str) -> None:
                   hint=BLOCK_HINT)
 
 
-def check_checkpoint(checkpoint: Checkpoint) -> None:
+def check_checkpoint(folder: Path, declared: dict[str, Any], converted: Converted) -> None:
     """The folder's config against its weights and tokenizer (the module docstring), from the
-    file headers alone. An old config without model_type is read as the weights' family."""
-    where = str(checkpoint.folder / "config.json")
-    converted = checkpoint.convert(checkpoint.shapes)
-    config = {**checkpoint.config,
-              "model_type": checkpoint.config.get("model_type") or converted.family}
+    file headers alone. An old config without model_type is read as the weights' family. It
+    takes the checkpoint's parts, not the Checkpoint, which is built on this module."""
+    where = str(folder / "config.json")
+    config = {**declared, "model_type": declared.get("model_type") or converted.family}
     check_config(config, where)
-    check_contents(checkpoint.folder, config, converted.backbone)
+    check_contents(folder, config, converted.backbone)
     if EXPORT_KEY in config:
         _check_block(ExportBlock.model_validate(config[EXPORT_KEY]), config, converted.heads,
                      where)

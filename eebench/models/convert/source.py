@@ -131,7 +131,7 @@ def open_checkpoint(source: str) -> Checkpoint:
     check_declared(config, str(folder / "config.json"))
     files = safetensors_files(folder, source)
     checkpoint = Checkpoint(source, folder, config, files, _format(config, files, source))
-    check_checkpoint(checkpoint)
+    check_checkpoint(folder, config, checkpoint.convert(checkpoint.shapes))
     return checkpoint
 
 

@@ -12,14 +12,8 @@ from eebench.run.backends.cells import (
     run_cell,
     status,
 )
-from eebench.run.backends.driver import (
-    BACKENDS,
-    BackendOptions,
-    check_options,
-    prepare,
-    require_engine,
-    run_cells,
-)
+from eebench.run.backends.driver import prepare, run_cells
+from eebench.run.backends.engine import BACKENDS, BackendOptions, check_options, require_engine
 from eebench.run.backends.plan import PlannedCell, plan
 
 __all__ = ["BACKENDS", "BackendOptions", "Cell", "CellOutcome", "PlannedCell", "WorkerOptions",

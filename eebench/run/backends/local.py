@@ -28,7 +28,7 @@ from eebench.run.backends.cells import (
     run_options,
     status,
 )
-from eebench.run.backends.driver import BackendOptions, Engine, Handle
+from eebench.run.backends.engine import BackendOptions, Engine, Handle
 from eebench.run.backends.pace import Pace
 from eebench.run.backends.plan import PlannedCell
 

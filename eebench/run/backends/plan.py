@@ -262,7 +262,7 @@ def trained_models(cell: Cell, data_dir: Path | None, checkpoints: Path
     checkpoint; None where the training split is not on disk (or cannot be read)."""
     from eebench.methods.base import get_method
     from eebench.run.execute import backbone_layers
-    from eebench.tasks.spec import get_task
+    from eebench.tasks.catalog import get_task
     from eebench.train.checkpoint import read_state
     from eebench.train.naming import name_checkpoint
 

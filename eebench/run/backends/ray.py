@@ -19,7 +19,7 @@ from typing import Any
 
 from eebench.errors import EebenchError
 from eebench.run.backends.cells import CellOutcome, cell_dir, one_line, run_cell, write_error
-from eebench.run.backends.driver import Engine, Handle, engine_missing
+from eebench.run.backends.engine import Engine, Handle, engine_missing
 from eebench.run.backends.resources import check_reachable
 
 # A local cluster: loopback only, no dashboard, workers' logs not echoed. On Linux, Ray turns a

@@ -15,7 +15,7 @@ import subprocess
 from urllib.parse import urlparse
 
 from eebench.errors import EebenchError, UsageError, printable
-from eebench.run.backends.driver import BackendOptions
+from eebench.run.backends.engine import BackendOptions
 
 CONNECT_TIMEOUT_S = 5.0  # an engine's address must answer within this
 SINFO_TIMEOUT_S = 30.0

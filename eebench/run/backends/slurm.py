@@ -46,7 +46,7 @@ from eebench.run.backends.cells import (
     status,
     write_error,
 )
-from eebench.run.backends.driver import Engine, Handle, engine_missing
+from eebench.run.backends.engine import Engine, Handle, engine_missing
 
 SUBMITIT_DIR = ".submitit"
 RECORDS_DIR = "cells"
