@@ -217,3 +217,41 @@ def test_export_refuses_dev_runs_and_incomplete_run_directories(runs, tmp_path):
     missing = runner.invoke(app, ["export-elue", str(tmp_path / "nothing"), "--out",
                                   str(tmp_path / "w")])
     assert missing.exit_code == 1 and "no such run directory" in missing.stderr
+
+
+def test_the_report_manifest_lists_every_test_split_run_and_the_models_that_made_it(
+        runs, data_dir, tmp_path):
+    """`report.py --export`: every test-split run of the folder, each with its method, task,
+    seed and key, a `--test-out` twin with its dev run and checkpoints, and its files."""
+    from eebench.api.reports import Context, Runs
+    from eebench.api.reports.files import export_tests
+
+    folder = tmp_path / "results" / "tiny-test"
+    dev = tiny_run(tmp_path, runs["root"] / "tiny-bert", data_dir, "--method", "deebert",
+                   "--test-out", folder, task="wnli", max_seq_length=MAX_LEN, eval_samples=10,
+                   time_samples=None)
+    made_alone = folder / runs["pabee"].relative_to(runs["root"] / "runs")  # --split test
+    shutil.copytree(runs["pabee"], made_alone)
+    said: list[str] = []
+    export_tests(Context(root=tmp_path, say=said.append), Runs(folder="results/tiny-test"),
+                 "results/export")
+    manifest = json.loads((folder / "export-manifest.json").read_text())
+    assert manifest["schema_version"] == 2
+    twin, alone = manifest["runs"]
+    assert [(e["method"], e["task"]) for e in (twin, alone)] == [("deebert", "wnli"),
+                                                                  ("pabee", "wnli")]
+    assert alone["key"] == made_alone.name and "provenance" not in alone
+    made = twin["provenance"]
+    assert made["dev_run"] == Path(dev["run_dir"]).name
+    [model] = made["models"]  # DeeBERT's one model, trained with the run's seed
+    assert model["seed"] == twin["seed"] and len(model["weights_sha256"]) == 64
+    for entry in (twin, alone):
+        run = R.read_run(tmp_path / entry["run"])
+        assert (entry["key"], entry["seed"]) == (run.config.key(), run.config.seed)
+        assert "rule" not in entry
+        assert [f["sweep"].split("=")[0] for f in entry["files"]] == [
+            p.sweep_param for p in run.points]
+        for f in entry["files"]:
+            assert f["rows"] == 146 and (tmp_path / f["file"]).is_file()
+    assert said == [f"exported {len(twin['files']) + len(alone['files'])} ELUE test files of 2 "
+                    "test-split runs to results/export"]

@@ -128,6 +128,7 @@ def test_test_out_runs_each_cells_models_on_the_test_split_without_training_agai
     assert [d["summary"]["split"] for d in dev] == ["dev", "dev"]
     found = sorted(tests.rglob(R.SUMMARY_FILE))
     assert len(found) == 2
+    _made_by_their_dev_runs(found, [Path(d["run_dir"]) for d in dev])
     # the runs `--split test --no-timing --out` names, found finished: nothing trains again
     from eebench.train import loop
 
@@ -155,7 +156,29 @@ def test_test_out_runs_each_cells_models_on_the_test_split_without_training_agai
     assert rows["pabee"]["estimate_from"] == rows["pabee"]["key"]
     result = invoke(*_args(tmp_path, cfg, data_dir, "--test-out", tests))
     assert result.exit_code == 0, result.output
-    assert (twin / R.SUMMARY_FILE).exists()
+    assert (twin / R.SUMMARY_FILE).exists()  # run alone, it still names its dev run
+    _made_by_their_dev_runs([twin / R.SUMMARY_FILE], [Path(d["run_dir"]) for d in dev])
+
+
+def _made_by_their_dev_runs(summaries: list[Path], dev_dirs: list[Path]) -> None:
+    """Each test-split twin's summary names its dev twin's key and every checkpoint the dev run
+    read (key, training seed, the weights' sha256); the dev runs record none."""
+    from eebench.io import sha256_file
+
+    dev = {R.read_run(d).config.method: R.read_run(d) for d in dev_dirs}
+    for path in summaries:
+        twin = R.read_run(path.parent)
+        made = twin.summary.provenance
+        own = dev[twin.config.method]
+        assert made is not None and made.dev_run == own.config.key()
+        ckpts = [Path(c) for v in own.summary.variants for c in v.checkpoint.split(";")]
+        assert [m.checkpoint for m in made.models] == [c.name for c in ckpts]
+        assert [m.seed for m in made.models] == [own.config.seed] * len(ckpts)
+        assert [m.weights_sha256 for m in made.models] == [
+            sha256_file(c / "model.safetensors") for c in ckpts]
+    for run in dev.values():
+        assert run.summary.provenance is None
+        assert "provenance" not in json.loads((run.path / R.SUMMARY_FILE).read_text())
 
 
 def test_test_out_beside_a_test_split_or_a_domain_shift_is_one_line(tmp_path, backbone,

@@ -23,7 +23,9 @@ A run directory `runs/<model>/<method>[+<rule>]/<task>/<config-hash>/` holds
                        sweep value and the stored logits and signals (`<logits key>.<signal>`
                        [E, N]), that is everything needed to rebuild every stored decision from
                        the directory alone (eebench.run.rederive); and the sha256 of its samples
-                       (ids with their texts), which `eebench analyze` checks texts against
+                       (ids with their texts), which `eebench analyze` checks texts against;
+                       a test-split twin (`--test-out`) also names its dev twin and the
+                       checkpoints both read (`provenance`)
 
 Metrics are in percent (ELUE's unit), FLOPs are per sample with the convention recorded.
 Runs written by earlier versions are read through `upgrade`, the one place that knows their
@@ -57,8 +59,10 @@ from eebench.run.records import (
     POINTS_SCHEMA_VERSION,
     SUMMARY_SCHEMA_VERSION,
     Data,
+    ModelOrigin,
     ModelRun,
     OperatingPoint,
+    Provenance,
     RuleRecord,
     RunSummary,
     Timing,
@@ -71,9 +75,9 @@ from eebench.train.config import GivenTrainConfig, TrainConfig
 __all__ = [
     "CONFIG_FILE", "CONFIG_SCHEMA_VERSION", "ENV_FILE", "IDS_FILE", "MAX_FLOPS", "POINTS_FILE",
     "POINTS_SCHEMA_VERSION", "PREDICTIONS_FILE", "SUMMARY_FILE", "SUMMARY_SCHEMA_VERSION",
-    "VOUCHED_FILES", "ModelRun", "OperatingPoint", "RuleRecord", "RunConfig", "RunFiles",
-    "RunSummary", "Timing", "VariantRecord", "file_hashes", "ids_text", "logits_key",
-    "read_run", "samples_hash", "sweep_number", "verify_run", "write_points",
+    "VOUCHED_FILES", "ModelOrigin", "ModelRun", "OperatingPoint", "Provenance", "RuleRecord",
+    "RunConfig", "RunFiles", "RunSummary", "Timing", "VariantRecord", "file_hashes", "ids_text",
+    "logits_key", "read_run", "samples_hash", "sweep_number", "verify_run", "write_points",
 ]
 
 M = TypeVar("M", bound=BaseModel)

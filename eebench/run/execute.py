@@ -25,7 +25,9 @@ from eebench.run.artifacts import (
     POINTS_FILE,
     PREDICTIONS_FILE,
     SUMMARY_FILE,
+    ModelOrigin,
     OperatingPoint,
+    Provenance,
     RunConfig,
     RunSummary,
     VariantRecord,
@@ -97,11 +99,15 @@ def same_pass(a: RunConfig, b: RunConfig) -> bool:
     return a.model_dump(exclude=keep) == b.model_dump(exclude=keep)
 
 
-def execute_group(cfgs: list[RunConfig], opts: RunOptions) -> list[Path | None]:
+def execute_group(cfgs: list[RunConfig], opts: RunOptions,
+                  dev_twins: list[RunConfig] | None = None) -> list[Path | None]:
     """Run configurations that share one trained model and split (`same_pass`: the method's own
     rule and the other rules asked for): train once, one full pass over the split, then each
     run's sweep and its run directory. Finished runs are returned as they are; a run another
-    process holds is None."""
+    process holds is None. `dev_twins` (test-split twins): each run's dev run, whose key and
+    models the twin's summary records (`provenance`)."""
+    twins = {} if dev_twins is None else {
+        c.key(): d.key() for c, d in zip(cfgs, dev_twins, strict=True)}
     out: list[Path | None] = []
     todo: list[tuple[RunConfig, Path, Any]] = []
     try:
@@ -123,7 +129,7 @@ def execute_group(cfgs: list[RunConfig], opts: RunOptions) -> list[Path | None]:
             todo.append((cfg, run_dir, lock))
             out.append(run_dir)
         if todo:
-            _execute([c for c, _, _ in todo], opts, [d for _, d, _ in todo])
+            _execute([c for c, _, _ in todo], opts, [d for _, d, _ in todo], twins)
     finally:
         for _, run_dir, lock in todo:
             if (run_dir / SUMMARY_FILE).exists():  # finished, even if a later run of the
@@ -149,7 +155,8 @@ def _claim(run_dir: Path) -> Any:
     return take_lock(run_dir / LOCK_FILE, wait=False)
 
 
-def _execute(cfgs: list[RunConfig], opts: RunOptions, run_dirs: list[Path]) -> None:
+def _execute(cfgs: list[RunConfig], opts: RunOptions, run_dirs: list[Path],
+             twins: dict[str, str]) -> None:
     """Runs that share their model and split (see execute_group): one pass, each its sweep."""
     started = time.perf_counter()
     from eebench.measure.env import environment
@@ -212,7 +219,30 @@ def _execute(cfgs: list[RunConfig], opts: RunOptions, run_dirs: list[Path]) -> N
         summary.files = file_hashes(run_dir)  # the summary vouches for what was written
         summary.wall_seconds = round(time.perf_counter() - started, 1)
         summary.train_seconds = res.train_seconds
+        if c.key() in twins:
+            summary.provenance = provenance(twins[c.key()], ckpt_dirs)
         write_json(run_dir / SUMMARY_FILE, summary)
+
+
+def provenance(dev_run: str, ckpt_dirs: list[list[Path]]) -> Provenance:
+    """What a test-split twin records of the models it read: each checkpoint once, in the order
+    its variants run them (a cascade's models recur in its longer variants), with the seed it
+    was trained with and the sha256 of its weights."""
+    from eebench.io import sha256_file
+    from eebench.train.checkpoint import MODEL_FILE
+
+    dirs = list(dict.fromkeys(Path(d) for group in ckpt_dirs for d in group))
+    return Provenance(dev_run=dev_run, models=[ModelOrigin(
+        checkpoint=d.name, seed=_trained_seed(d),
+        weights_sha256=sha256_file(d / MODEL_FILE) if (d / MODEL_FILE).is_file() else None)
+        for d in dirs])
+
+
+def _trained_seed(ckpt_dir: Path) -> int | None:
+    """The training seed in a checkpoint's state (None: weights imported, nothing trained)."""
+    state = read_state(ckpt_dir)
+    seed = (state.config.get("train") or {}).get("seed") if state is not None else None
+    return seed if isinstance(seed, int) else None
 
 
 def _pass_config(cfgs: list[RunConfig], variant) -> RunConfig:

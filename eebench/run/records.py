@@ -206,8 +206,27 @@ class VariantRecord(Data):
         return self
 
 
+class ModelOrigin(Data):
+    """One trained model a run read: its checkpoint's key (the hash of everything that
+    determined its weights, the name of its directory), the seed it was trained with, and the
+    sha256 of its weights file as read, so that a later reader can tell which weights made it."""
+
+    checkpoint: str
+    seed: int | None  # None: a checkpoint whose state does not record one (weights imported)
+    weights_sha256: str | None  # None: no weights file of eebench's own in the checkpoint
+
+
+class Provenance(Data):
+    """Which models made a test-split twin (`--test-out`): the key of its dev twin, the run the
+    same cell made on the dev split right before it, and each model both of them read. The test
+    split has no labels to check a twin against; this says it is the dev run's models."""
+
+    dev_run: str
+    models: list[ModelOrigin] = Field(min_length=1)
+
+
 class RunSummary(Data):
-    ADDED_LATER = ("rule", "samples_sha256", "train_seconds")
+    ADDED_LATER = ("rule", "samples_sha256", "train_seconds", "provenance")
     schema_version: int = SUMMARY_SCHEMA_VERSION
     model: str
     method: str
@@ -237,6 +256,9 @@ class RunSummary(Data):
     # what the texts `eebench analyze` shows are checked against. None: a run written before it
     # was recorded (its texts cannot be checked)
     samples_sha256: str | None = None
+    # A test-split twin's dev twin and models (`Provenance`); None: not a twin, or a twin made
+    # before it was recorded
+    provenance: Provenance | None = None
 
 
     def variant(self, name: str) -> VariantRecord:

@@ -16,6 +16,7 @@ from eebench.api.reports.core import Block, Context, Runs, kind
 from eebench.api.reports.fmt import markdown, pm_over, title
 from eebench.api.reports.full_models import DASH, full_point
 from eebench.api.reports.published import Claim, load_published
+from eebench.api.reports.seeds import headers
 
 
 def _speedups(points, base, claim: Claim) -> dict[int, float]:
@@ -151,13 +152,16 @@ def covers(spec: Runs, claim: Claim) -> bool:
 @kind("claims")
 def claims(block: Block, ctx: Context) -> dict:
     """Options: `file` (the claims), `models` (display name -> run set key; the first with a
-    measurement gives the verdict), `tolerance` (points). A run set that names its methods or
-    tasks (its grid's) shows a dash for a claim it does not cover, not "not run yet"."""
+    measurement gives the verdict), `tolerance` (points), `searches` (run set key -> the run set
+    of the recipe search it took its recipes from). A run set that names its methods or tasks
+    (its grid's) shows a dash for a claim it does not cover, not "not run yet". Each column's
+    header says how many seeds its cells have, and which seed is the search's own model, picked
+    on the dev set the claims are measured on (eebench.api.reports.seeds)."""
     published = load_published(ctx.path(block.options["file"]))
     specs = {name: block.runs[key] for name, key in block.options["models"].items()}
     runs = {name: ctx.runs(spec) for name, spec in specs.items()}
     tolerance = float(block.options.get("tolerance", 1.0))
-    rows, notes = [], []
+    rows, notes, counts = [], [], {name: [] for name in runs}
     for n, claim in enumerate(published.claim, 1):
         row = {"method": claim.method, "the claim [source]": f"{claim.said()} [{n}]",
                "measured on": (", " if claim.across else " or ").join(
@@ -168,6 +172,8 @@ def claims(block: Block, ctx: Context) -> dict:
                 row[name] = DASH
                 continue
             got = measure(got_runs, claim)
+            if got["status"] == "measured":
+                counts[name].append(got["of_seeds"])
             row[name] = {"measured": got.get("cell"), "pending": "not run yet",
                          "no task": DASH}.get(got["status"], f"max {got.get('top', 0):.2f}×")
             if said is None and got["status"] == "no task":
@@ -180,6 +186,8 @@ def claims(block: Block, ctx: Context) -> dict:
                                                                  else ""))
     if not rows:
         return {"table": block.text["none"], "notes": "", "tolerance": f"{tolerance:g}"}
+    named = headers(block, ctx, counts)
+    rows = [{named.get(k, k): v for k, v in row.items()} for row in rows]
     return {"table": markdown(rows), "notes": "\n".join(notes), "tolerance": f"{tolerance:g}"}
 
 

@@ -9,6 +9,7 @@ from pathlib import Path
 from typing import Any
 
 from eebench.errors import DataError
+from eebench.io import sha256_file
 from eebench.run.artifacts import SUMMARY_FILE, read_run
 from eebench.submit.build import write_submission
 from eebench.submit.export_elue import export_elue
@@ -43,26 +44,44 @@ def write_submission_if_changed(sub, path: Path) -> bool:
     return True
 
 
+MANIFEST_FILE = "export-manifest.json"
+# 1: a list of the exported files; 2: every test-split run, what made it, and its files
+MANIFEST_SCHEMA_VERSION = 2
+
+
 def export_tests(ctx, runs, out: str) -> None:
     """Every finished test-split run under `runs.folder` exported as ELUE test files into
-    `out/<method>/`, and a manifest of the files (rows, sweep value, sha256) written as
-    `export-manifest.json` in the runs' folder. A run whose rows do not cover its test split
-    stops it."""
-    import hashlib
-
-    manifest, folder = [], ctx.path(runs.folder)
+    `out/<method>/`, and a manifest written as `export-manifest.json` in the runs' folder: every
+    run, with what made it (`manifest_entry`) and its files. A run whose rows do not cover its
+    test split stops it."""
+    entries, folder = [], ctx.path(runs.folder)
     for summary in sorted(folder.rglob(SUMMARY_FILE)) if folder.is_dir() else []:
-        run = summary.parent  # test splits are unlabelled: read, not loaded for scoring
-        exp = export_elue(run, ctx.path(out) / read_run(run).config.method)
+        run = read_run(summary.parent)  # test splits are unlabelled: read, not loaded for scoring
+        exp = export_elue(run.path, ctx.path(out) / run.config.method)
         if not exp.complete:
-            raise DataError(f"{run}: {exp.rows} test rows, expected {exp.expected_rows}")
-        for f in exp.files:
-            digest = hashlib.sha256(Path(f.path).read_bytes()).hexdigest()
-            manifest.append({"run": str(run.relative_to(ctx.root)), "file":
-                             str(Path(f.path).relative_to(ctx.root)), "rows": f.rows,
-                             "sweep": f"{f.sweep_param}={f.sweep_value:g}",
-                             "avg_exit_layer": round(f.avg_exit_layer, 4),
-                             "mean_mflops": round(f.mean_mflops, 3), "sha256": digest})
-    path = folder / "export-manifest.json"
-    path.write_text(json.dumps(manifest, indent=1) + "\n")
-    ctx.say(f"exported {len(manifest)} ELUE test files to {out}")
+            raise DataError(f"{run.path}: {exp.rows} test rows, expected {exp.expected_rows}")
+        entries.append(manifest_entry(ctx.root, run, exp))
+    manifest = {"schema_version": MANIFEST_SCHEMA_VERSION, "runs": entries}
+    (folder / MANIFEST_FILE).write_text(json.dumps(manifest, indent=1) + "\n")
+    n = sum(len(e["files"]) for e in entries)
+    ctx.say(f"exported {n} ELUE test files of {len(entries)} test-split runs to {out}")
+
+
+def manifest_entry(root: Path, run, exp) -> dict[str, Any]:
+    """One test-split run of the manifest: its method (and rule), task, seed and key; for a
+    twin made beside its dev run (`--test-out`), the dev run's key and the checkpoints both read,
+    so that a test score can be traced to the dev run and models it belongs to; and each file
+    written (rows, sweep value, sha256)."""
+    cfg, made = run.config, run.summary.provenance
+    entry: dict[str, Any] = {"run": str(run.path.relative_to(root)), "method": cfg.method}
+    if cfg.rule is not None:
+        entry["rule"] = cfg.rule
+    entry |= {"task": cfg.task, "seed": cfg.seed, "key": run.path.name}
+    if made is not None:
+        entry["provenance"] = made.model_dump(mode="json")
+    entry["files"] = [{"file": str(Path(f.path).relative_to(root)), "rows": f.rows,
+                       "sweep": f"{f.sweep_param}={f.sweep_value:g}",
+                       "avg_exit_layer": round(f.avg_exit_layer, 4),
+                       "mean_mflops": round(f.mean_mflops, 3), "sha256": sha256_file(f.path)}
+                      for f in exp.files]
+    return entry

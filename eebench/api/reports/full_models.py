@@ -11,6 +11,7 @@ from typing import Any
 from eebench.api.reports.core import Block, Context, kind
 from eebench.api.reports.fmt import markdown, pm_over, title
 from eebench.api.reports.published import Curve, load_published
+from eebench.api.reports.seeds import headers
 from eebench.errors import DataError
 
 DASH = "–"
@@ -59,7 +60,9 @@ def full_models(block: Block, ctx: Context) -> dict:
     """Options: `file` (published figures), `models` (display name -> run set key), `pick`
     (run set key -> "best" for a recipe search), `tasks`, `published_task` (an eebench task ->
     the task whose published figures stand beside it), `published` (the published models, in
-    order)."""
+    order), `searches` (run set key -> the run set of the recipe search it took its recipes
+    from). Each column of eebench's runs says in its header how many seeds its cells have, and
+    which seed is the search's own model, picked on this dev set (eebench.api.reports.seeds)."""
     published = load_published(ctx.path(block.options["file"]))
     figures = {(f.model, f.task): f for f in published.figure}
     alias = block.options.get("published_task", {})
@@ -101,6 +104,10 @@ def full_models(block: Block, ctx: Context) -> dict:
     sources = "\n".join(f"- {m}, {title(t)}: {figures[m, t].source}"
                         + (f" ({figures[m, t].metric})" if figures[m, t].metric else "")
                         for m, t in used)
+    shown = block.options["tasks"]
+    named = headers(block, ctx, {name: [s["seeds"] for t, s in got.items() if t in shown]
+                                 for name, got in scores.items()})
+    rows = [{named.get(k, k): v for k, v in row.items()} for row in rows]
     return {"table": markdown(rows, "l" + "r" * (len(rows[0]) - 1)),
             "least": DASH if least is None else
             f"{least[2]:+.1f} ({least[0]}, {title(least[1])})",

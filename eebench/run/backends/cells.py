@@ -202,8 +202,9 @@ def run_options(opts: WorkerOptions, console: Any = None, progress: Any = None) 
 def execute_runs(cell: Cell, run_opts: RunOptions) -> Path | None:
     """Train or reuse the cell's model, one pass, each run's sweep and run directory
     (`execute_group`), after the in-domain twins of domain-shift runs and before its test-split
-    runs. The first run's directory, or None: another process holds one of its runs, and this
-    one has trained those of its models that process had not reached (`help_train`)."""
+    runs (each of which records its dev run and their models). The first run's directory, or
+    None: another process holds one of its runs, and this one has trained those of its models
+    that process had not reached (`help_train`)."""
     if cell.in_domain and None in execute_group(list(cell.in_domain), run_opts):
         return None
     dirs = execute_group(list(cell.runs), run_opts)
@@ -212,7 +213,7 @@ def execute_runs(cell: Cell, run_opts: RunOptions) -> Path | None:
         return None
     if cell.test:
         test_opts = replace(run_opts, out=Path(cell.test_out or run_opts.out))
-        if None in execute_group(list(cell.test), test_opts):
+        if None in execute_group(list(cell.test), test_opts, list(cell.runs)):
             return None
     return dirs[0]
 
