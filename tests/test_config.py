@@ -162,8 +162,8 @@ def test_the_12_layer_grids_test_twins_are_its_test_split_runs(minilm_path):
 def test_the_12_layer_plan_times_seed_1_at_a_few_points_and_seeds_2_and_3_not_at_all():
     """benchmarks/mpnet-recipes.toml's [[grids]], in its script's order: ELUE MRPC's seed 1 as
     committed (every point timed: the test above holds their names), seed 1 on SST-2, STS-B
-    and SciTail timed at 4 points, then seeds 2 and 3 of the full model (static k = 12 alone),
-    DeeBERT and PABEE, untimed."""
+    and SciTail timed at 3 points, then seeds 2 and 3 of the full model (static k = 12 alone),
+    DeeBERT and PABEE, untimed; SWEET with the paper's exits wherever it runs."""
     runs = expand(load_config(ROOT / "benchmarks" / "mpnet-recipes.toml")).runs
     phases = [[r for r in runs if r.seed == 1 and r.task == "elue-mrpc"],
               [r for r in runs if r.seed == 1 and r.task != "elue-mrpc"],
@@ -173,8 +173,10 @@ def test_the_12_layer_plan_times_seed_1_at_a_few_points_and_seeds_2_and_3_not_at
     assert list(dict.fromkeys(r.task for r in phases[1])) == [
         "elue-sst2", "elue-stsb", "elue-scitail"]
     assert {(r.timing.enabled, r.timing.points, r.timing.baseline) for r in phases[1]} == {
-        (True, 4, "paired")}
+        (True, 3, "paired")}
     assert {r.method for r in phases[1]} == {r.method for r in phases[0]}
+    assert {tuple(r.method_settings["exit_layers"]) for r in runs if r.method == "sweet"} == {
+        (1, 4, 6, 12)}
     assert {(r.method, tuple(r.sweep) if r.method == "static" else None, r.timing.enabled)
             for r in phases[2]} == {("static", (12.0,), False), ("deebert", None, False),
                                     ("pabee", None, False)}

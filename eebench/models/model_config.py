@@ -29,7 +29,8 @@ from eebench.errors import DataError
 MAX_COUNT = 1024
 MAX_WIDTH = 1 << 16  # hidden_size, embedding_size, DistilBERT's dim
 MAX_INNER = 1 << 18  # intermediate_size, DistilBERT's hidden_dim
-MAX_VOCAB = 1 << 22  # vocab_size (the largest vocabularies hold about 256k tokens)
+MAX_VOCAB = 1 << 24  # vocab_size (the largest vocabularies hold about 256k tokens; a config
+# without weights may stand for a model of any size: the leaderboard tests count 6M-token ones)
 MAX_POSITIONS = 1 << 20  # max_position_embeddings
 MAX_TYPES = 1024  # type_vocab_size (2 for BERT, 1 for RoBERTa)
 MAX_BUCKETS = 4096  # MPNet's relative_attention_num_buckets (32)

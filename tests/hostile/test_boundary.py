@@ -7,7 +7,7 @@ import errno
 
 import pytest
 
-import eebench.tasks.spec
+import eebench.tasks.catalog
 from eebench.errors import expected
 from tests.hostile.helpers import fails, invoke
 
@@ -29,26 +29,26 @@ def _raise(exc: BaseException):
     (OverflowError("int too large to convert"), "a number is out of range"),
 ])
 def test_expected_failures_left_over_are_one_line(monkeypatch, exc, needle):
-    monkeypatch.setattr(eebench.tasks.spec, "all_tasks", _raise(exc))
+    monkeypatch.setattr(eebench.tasks.catalog, "all_tasks", _raise(exc))
     fails("tasks", code=1, needle=needle)
 
 
 def test_an_interrupt_is_one_line_and_exit_130(monkeypatch):
-    monkeypatch.setattr(eebench.tasks.spec, "all_tasks", _raise(KeyboardInterrupt()))
+    monkeypatch.setattr(eebench.tasks.catalog, "all_tasks", _raise(KeyboardInterrupt()))
     fails("tasks", code=130, prefix="interrupted: rerun the same command to resume")
 
 
 def test_sigterm_met_as_an_interrupt_is_one_line_and_exit_143(monkeypatch):
     from eebench.errors import Terminated
 
-    monkeypatch.setattr(eebench.tasks.spec, "all_tasks", _raise(Terminated()))
+    monkeypatch.setattr(eebench.tasks.catalog, "all_tasks", _raise(Terminated()))
     fails("tasks", code=143, prefix="terminated: rerun the same command to resume")
 
 
 @pytest.mark.parametrize("exc", [ZeroDivisionError("a bug"), KeyError("a bug"),
                                  OSError(errno.ENXIO, "No such device or address")])
 def test_a_bug_keeps_its_traceback(monkeypatch, exc):
-    monkeypatch.setattr(eebench.tasks.spec, "all_tasks", _raise(exc))
+    monkeypatch.setattr(eebench.tasks.catalog, "all_tasks", _raise(exc))
     result = invoke("tasks")
     assert result.exit_code == 1 and result.exception is exc  # not swallowed: shown in full
 

@@ -123,7 +123,7 @@ def test_4_config_fields_of_the_wrong_type_are_refused(exported, tmp_path, data_
 @pytest.mark.parametrize("field,value,needle", [
     ("num_hidden_layers", 10**12, "num_hidden_layers: 1000000000000 is not an integer in "
                                   "1..1,024"),
-    ("vocab_size", 2**31 - 1, "vocab_size: 2147483647 is not an integer in 1..4,194,304"),
+    ("vocab_size", 2**31 - 1, "vocab_size: 2147483647 is not an integer in 1..16,777,216"),
     ("intermediate_size", 10**9, "intermediate_size: 1000000000 is not an integer"),
     ("max_position_embeddings", -1, "max_position_embeddings: -1 is not an integer"),
 ])
