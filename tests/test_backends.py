@@ -33,7 +33,8 @@ from tests.conftest import REPO
 
 runner = CliRunner()
 IN_CI = os.environ.get("CI", "").lower() == "true"
-# One pytest-xdist worker runs this file: one local Ray cluster and one Slurm queue at a time
+# One pytest-xdist worker runs this file (a module is one unit of work, `--dist loadscope`):
+# one local Ray cluster and one Slurm queue at a time
 pytestmark = pytest.mark.xdist_group("engines")
 
 

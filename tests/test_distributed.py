@@ -128,6 +128,7 @@ def one_process(tiny_model, data_dir, tmp_path_factory) -> dict[str, Path]:
             for name, settings in (("small", SMALL), ("odd", ODD))}
 
 
+@pytest.mark.slow  # processes launched over torch.distributed
 def test_two_processes_train_as_one_and_only_the_main_one_writes(one_process, tiny_model,
                                                                    data_dir, tmp_path):
     log = tmp_path / "writes.log"
@@ -223,6 +224,7 @@ def _free_port() -> int:
         return s.getsockname()[1]
 
 
+@pytest.mark.slow  # processes launched over torch.distributed
 def test_processes_that_would_all_act_as_the_main_one_are_refused(tiny_model, data_dir,
                                                                    tmp_path):
     out = tmp_path / "out"
@@ -245,6 +247,7 @@ def test_processes_that_would_all_act_as_the_main_one_are_refused(tiny_model, da
     assert not out.exists()
 
 
+@pytest.mark.slow  # processes launched over torch.distributed
 def test_two_processes_that_both_say_rank_0_do_not_both_train(tiny_model, data_dir, tmp_path):
     """Both claim rank 0 of a job of two at one address: the later one cannot serve the job's
     rendezvous and stops in one line; the other would wait for its missing peer (stopped here)."""

@@ -38,6 +38,7 @@ def test_the_docs_have_examples_and_few_are_not_run():
     assert len(BLOCKS) >= 8 and len(run) >= 4
 
 
+@pytest.mark.slow  # each in a fresh interpreter: torch and eebench imported anew
 @pytest.mark.parametrize("code", BLOCKS)
 def test_a_docs_example_runs(code, tmp_path):
     env = {**os.environ, "PYTHONPATH": str(DOCS.parent)}

@@ -176,6 +176,9 @@ def _execute(cfgs: list[RunConfig], opts: RunOptions, run_dirs: list[Path],
 
     train_ex = None if imported else load_split(trained, "train", opts.data_dir)
     dev_ex = load_split(trained, "dev", opts.data_dir)  # training's own dev set
+    train_dev = dev_ex  # what training reports its exits' dev metrics on (nothing else reads it)
+    if cfg.max_eval_samples is not None and cfg.max_eval_samples < len(dev_ex):
+        train_dev = dev_ex.take(cfg.max_eval_samples, EVAL_SUBSET_SEED)
     if trained.name != spec.name:
         eval_ex = load_split(spec, cfg.split, opts.data_dir)
     else:
@@ -199,7 +202,7 @@ def _execute(cfgs: list[RunConfig], opts: RunOptions, run_dirs: list[Path],
 
     # each variant's models (one, or several run in turn), all trained before any is measured
     ckpt_dirs = [[_imported(cfg, v.method, opts)] for v in variants] if imported else _train_all(
-        cfg, [v.method.models(full_layers) for v in variants], trained, train_ex, dev_ex, opts)
+        cfg, [v.method.models(full_layers) for v in variants], trained, train_ex, train_dev, opts)
     results = [_Results() for _ in cfgs]
     for variant, ckpt_dir in zip(variants, ckpt_dirs, strict=True):
         fp = full_pass(_pass_config(cfgs, variant), spec, ckpt_dir, eval_ex, opts)
