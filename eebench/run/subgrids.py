@@ -28,7 +28,8 @@ from __future__ import annotations
 from typing import TYPE_CHECKING, Any
 
 from eebench.errors import UsageError
-from eebench.run.config import BenchConfig, GridEntry, check_names, merge, overlay
+from eebench.run.config import BenchConfig, GridEntry, merge, overlay
+from eebench.run.names import check_names
 
 if TYPE_CHECKING:
     from eebench.run.grid import Grid

@@ -24,7 +24,6 @@ leaves either the old or the new checkpoint, never a mix.
 
 from __future__ import annotations
 
-import hashlib
 import json
 import os
 import shutil
@@ -78,15 +77,11 @@ class TrainState:
         return cls(**{k: data[k] for k in cls.__dataclass_fields__ if k in data})
 
 
-def _one_line(e: BaseException) -> str:
-    return one_line(e, limit=300)
-
-
 HINT = "delete the checkpoint directory or rerun with --overwrite"
 
 
 def corrupt(path: Path, e: BaseException | str) -> EebenchError:
-    why = e if isinstance(e, str) else _one_line(e)
+    why = e if isinstance(e, str) else one_line(e, limit=300)
     return EebenchError(f"checkpoint file {path} is unreadable or corrupt: {why}", hint=HINT)
 
 
@@ -337,15 +332,6 @@ def model_slug(backbone: str) -> str:
     if p.is_dir():
         return p.resolve().name
     return backbone.strip("/").replace("/", "--") or "model"
-
-
-def data_fingerprint(examples: Any) -> str:
-    """A short hash of a training subset (ids, texts, labels): part of the checkpoint key."""
-    h = hashlib.sha256()
-    labels = examples.labels if examples.labels is not None else [None] * len(examples)
-    for i, t, y in zip(examples.ids, examples.texts, labels, strict=True):
-        h.update(json.dumps([i, list(t), y]).encode())
-    return h.hexdigest()[:16]
 
 
 def checkpoint_path(out_dir: Path, backbone: str, method: str, task: str, key: str) -> Path:

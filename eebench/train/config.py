@@ -6,6 +6,8 @@ settings without importing torch, and every field that changes the trained weigh
 
 from __future__ import annotations
 
+import hashlib
+import json
 from pathlib import Path
 from typing import TYPE_CHECKING, Annotated, Any, ClassVar, Literal
 
@@ -244,7 +246,7 @@ def run_config(method: EarlyExitMethod, spec: TaskSpec, backbone: str, train_exa
         "pooling": pooling,
         "task": spec.name,
         "train": hashed_train(cfg, spec),
-        "data": {"n": len(train_examples), "fingerprint": ckpt.data_fingerprint(train_examples)},
+        "data": {"n": len(train_examples), "fingerprint": data_fingerprint(train_examples)},
     }
 
 
@@ -255,3 +257,12 @@ def hashed_train(cfg: TrainConfig, spec: TaskSpec) -> dict[str, Any]:
     if not spec.is_regression:
         train.pop("regression_bias_init")
     return train
+
+
+def data_fingerprint(examples: Any) -> str:
+    """A short hash of a training subset (ids, texts, labels): part of the checkpoint key."""
+    h = hashlib.sha256()
+    labels = examples.labels if examples.labels is not None else [None] * len(examples)
+    for i, t, y in zip(examples.ids, examples.texts, labels, strict=True):
+        h.update(json.dumps([i, list(t), y]).encode())
+    return h.hexdigest()[:16]
