@@ -9,7 +9,7 @@ import time
 
 import pytest
 
-from eebench.run.config import MAX_GRID_RUNS
+from eebench.run.names import MAX_GRID_RUNS
 from tests.hostile.helpers import fails, unchanged
 
 HEAD = 'methods = ["pabee"]\ntasks = ["rte"]\n'
