@@ -126,10 +126,10 @@ def export_run(run_dir: Path, out: Path, point: float | None = None,
     from eebench.methods.base import get_method
     from eebench.models.convert.card import render
     from eebench.models.convert.export import write_folder
-    from eebench.run.artifacts import read_run
+    from eebench.run.artifacts import verify_run
     from eebench.train.checkpoint import load_trained
 
-    run = read_run(Path(run_dir))
+    run = verify_run(Path(run_dir))  # finished, its files as its summary vouched
     if run.summary is None:
         raise UsageError(f"{run_dir}: the run has not finished",
                          hint="rerun its `eebench run` command to finish it")

@@ -118,13 +118,13 @@ def serve_replay_command(
     import torch
 
     from eebench.cli.common import resolve_data_dir
-    from eebench.run.artifacts import read_run
+    from eebench.run.artifacts import verify_run
     from eebench.score.difficulty import point_index
     from eebench.serve.replay import load_target, measure_capacity, replay
 
     if threads:
         torch.set_num_threads(threads)
-    row = point_index(read_run(run).points, point)
+    row = point_index(verify_run(run).points, point)
     target = load_target(run, row, resolve_data_dir(data_dir), device)
     capacity, batch_s = measure_capacity(target, max_batch)
     if chosen_rates is None:

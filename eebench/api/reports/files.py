@@ -10,7 +10,7 @@ from typing import Any
 
 from eebench.errors import DataError
 from eebench.io import sha256_file
-from eebench.run.artifacts import SUMMARY_FILE, read_run
+from eebench.run.artifacts import SUMMARY_FILE, verify_run
 from eebench.submit.build import write_submission
 from eebench.submit.export_elue import export_elue
 
@@ -56,7 +56,7 @@ def export_tests(ctx, runs, out: str) -> None:
     test split stops it."""
     entries, folder = [], ctx.path(runs.folder)
     for summary in sorted(folder.rglob(SUMMARY_FILE)) if folder.is_dir() else []:
-        run = read_run(summary.parent)  # test splits are unlabelled: read, not loaded for scoring
+        run = verify_run(summary.parent)  # unlabelled: verified, not loaded for scoring
         exp = export_elue(run.path, ctx.path(out) / run.config.method)
         if not exp.complete:
             raise DataError(f"{run.path}: {exp.rows} test rows, expected {exp.expected_rows}")
