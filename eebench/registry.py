@@ -73,10 +73,6 @@ _LOADING: list[_PluginLoad] = []  # the plugins being imported, innermost last
 _WARNED: set[tuple[str, str]] = set()  # (group, entry-point name): each plugin warns once
 
 
-def _one_line(e: BaseException) -> str:
-    return one_line(e, named=True)
-
-
 def _warn(group: str, name: str, reason: str) -> None:
     if (group, name) in _WARNED:
         return
@@ -186,7 +182,7 @@ class Registry(Generic[T]):
                 self._load_one(ep, load)
             # a broken plugin, even one that exits at import: one line, the rest keeps working
             except (Exception, SystemExit) as e:
-                load.problems.insert(0, f"cannot load {ep.value}: {_one_line(e)}")
+                load.problems.insert(0, f"cannot load {ep.value}: {one_line(e, named=True)}")
             finally:
                 _LOADING.pop()
             if load.problems:
