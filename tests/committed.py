@@ -28,7 +28,7 @@ def since() -> str | None:
 def _git(*args: str) -> list[str]:
     out = subprocess.run(["git", *args], cwd=ROOT, capture_output=True, text=True)
     if out.returncode != 0:
-        raise ValueError(f"git {' '.join(args)}: {out.stderr.strip()}")
+        raise ValueError(out.stderr.strip() or f"git {' '.join(args)} found none")
     return [line for line in out.stdout.splitlines() if line]
 
 

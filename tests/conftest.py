@@ -35,7 +35,7 @@ def pytest_configure(config):
         try:
             committed.check_revision(rev)
         except ValueError as e:
-            raise pytest.UsageError(f"--audit-since {rev}: not a commit here ({e})") from None
+            raise pytest.UsageError(f"--audit-since {rev}: not a commit here: {e}") from None
         os.environ[committed.SINCE] = rev
 
 
