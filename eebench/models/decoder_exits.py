@@ -150,6 +150,12 @@ def final_logits(model: nn.Module, hidden: torch.Tensor) -> torch.Tensor:
     return model.lm_head(parts(model).norm(hidden))
 
 
+def read_logits(logits: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
+    """(argmax, max softmax probability, top-2 margin p1 - p2) over the last axis."""
+    top = torch.softmax(logits.float(), dim=-1).topk(2, dim=-1)
+    return top.indices[..., 0], top.values[..., 0], top.values[..., 0] - top.values[..., 1]
+
+
 def full_forward(model: nn.Module, input_ids: torch.Tensor) -> torch.Tensor:
     """Logits of the whole model run layer by layer without a cache: equals model(ids).logits."""
     hidden = run_layers(model, embed(model, input_ids), 0, num_layers(model))

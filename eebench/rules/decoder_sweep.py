@@ -36,7 +36,8 @@ import torch
 from torch import nn
 
 from eebench.errors import UsageError
-from eebench.models.decoder_exits import DecoderExits, embed, num_layers, run_layers
+from eebench.models.decoder_exits import (DecoderExits, embed, num_layers, read_logits,
+                                          run_layers)
 from eebench.rules.self_speculation import greedy_decode
 
 Measure = Literal["maxprob", "margin"]
@@ -69,12 +70,6 @@ class ExitTrace:
         return self.argmax[self.row(k)] == self.tokens
 
 
-def _reduce(logits: torch.Tensor) -> tuple[torch.Tensor, ...]:
-    probs = torch.softmax(logits.float(), dim=-1)
-    top = probs.topk(2, dim=-1)
-    return top.indices[..., 0], top.values[..., 0], top.values[..., 0] - top.values[..., 1]
-
-
 @torch.no_grad()
 def record_exits(model: nn.Module, exits: DecoderExits, prompt_ids: torch.Tensor, n_new: int,
                  chunk: int = 256) -> ExitTrace:
@@ -93,7 +88,7 @@ def record_exits(model: nn.Module, exits: DecoderExits, prompt_ids: torch.Tensor
         hidden = run_layers(model, hidden, done, k)
         done = k
         generated = hidden[0, p - 1:]  # position P-1+i predicts generated token i
-        parts = [_reduce(exits.logits(model, k, generated[s:s + chunk]))
+        parts = [read_logits(exits.logits(model, k, generated[s:s + chunk]))
                  for s in range(0, n_new, chunk)]
         for out, got in zip(rows, zip(*parts)):
             out.append(torch.cat(got))
