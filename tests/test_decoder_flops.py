@@ -85,7 +85,7 @@ def test_an_exit_head_equals_flop_counter_mode(model):
     for settings, rank in ((ExitSettings(layers=(2,)), None),
                            (ExitSettings(layers=(2,), head="adapter", rank=4), 4)):
         exits = DecoderExits(model, settings)
-        _, counted = _counted(lambda: exits.logits(model, 2, hidden))
+        _, counted = _counted(lambda e=exits: e.logits(model, 2, hidden))
         assert counted == exit_head_flops(model.config, rank)
 
 

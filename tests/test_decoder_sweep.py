@@ -104,7 +104,8 @@ def test_simulated_self_speculation_is_real_round_by_round(model, exits, prompts
 def test_transformers_assistant_early_exit_is_lossless(model, prompts):
     for p in prompts:
         for k, d in ((1, 3), (3, 2)):
-            assert torch.equal(hf_early_exit_generate(model, p, N, k, d), greedy_decode(model, p, N))
+            peer = hf_early_exit_generate(model, p, N, k, d)
+            assert torch.equal(peer, greedy_decode(model, p, N))
 
 
 def test_self_speculation_takes_one_prompt_and_a_real_exit(model, exits, prompts):

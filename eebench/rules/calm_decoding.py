@@ -35,9 +35,18 @@ import torch
 from torch import nn
 
 from eebench.errors import UsageError
-from eebench.models.decoder_exits import (DecoderExits, cached_length, embed, final_logits,
-                                          new_cache, num_layers, parts, read_logits, rotary,
-                                          run_layers)
+from eebench.models.decoder_exits import (
+    DecoderExits,
+    cached_length,
+    embed,
+    final_logits,
+    new_cache,
+    num_layers,
+    parts,
+    read_logits,
+    rotary,
+    run_layers,
+)
 
 
 @dataclass

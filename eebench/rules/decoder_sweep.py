@@ -36,8 +36,7 @@ import torch
 from torch import nn
 
 from eebench.errors import UsageError
-from eebench.models.decoder_exits import (DecoderExits, embed, num_layers, read_logits,
-                                          run_layers)
+from eebench.models.decoder_exits import DecoderExits, embed, num_layers, read_logits, run_layers
 from eebench.rules.self_speculation import greedy_decode
 
 Measure = Literal["maxprob", "margin"]

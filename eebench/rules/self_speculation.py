@@ -49,8 +49,16 @@ import torch
 from torch import nn
 
 from eebench.errors import UsageError
-from eebench.models.decoder_exits import (DecoderExits, cached_length, crop_cache, embed,
-                                          final_logits, new_cache, num_layers, run_layers)
+from eebench.models.decoder_exits import (
+    DecoderExits,
+    cached_length,
+    crop_cache,
+    embed,
+    final_logits,
+    new_cache,
+    num_layers,
+    run_layers,
+)
 
 
 def _prompt(prompt_ids: torch.Tensor, batch_one: bool) -> torch.Tensor:
