@@ -13,7 +13,8 @@ These check the one-pass simulation of eebench.rules.decoder_sweep: what it pred
   on the round's positions. The longest prefix of drafts that equals the model's greedy choice is
   accepted, plus one token from the verifier (its correction, or a bonus after d accepted), and
   every cache layer is cropped back to the accepted length. Lossless: the tokens equal greedy's.
-- `hf_early_exit_generate`: transformers' own `generate(assistant_early_exit=k)`, side by side.
+- `hf_early_exit_generate`: transformers' own `generate(assistant_early_exit=k)`, side by side,
+  with its rounds.
 
 A round. The cache holds positions 0..c-1 in every layer; `pending` (the prompt in round one, then
 the verifier's last token) is not yet in it. With d' = min(d, tokens still to make - 1) drafts:
@@ -141,24 +142,38 @@ def self_speculative_decode(model: nn.Module, exits: DecoderExits, prompt_ids: t
 
 @torch.no_grad()
 def hf_early_exit_generate(model: nn.Module, prompt_ids: torch.Tensor, n_new: int, k: int,
-                           d: int) -> torch.Tensor:
+                           d: int) -> SpecDecode:
     """transformers' self-speculation peer: `generate(assistant_early_exit=k)`, greedy, exactly
-    `n_new` tokens, d drafts per round (no confidence stop). Returns the new tokens [B, n_new].
-    The draft is the logit lens at layer k (the model's own norm and head), whatever `exits`
-    a caller trained."""
+    `n_new` tokens, d drafts per round (no confidence stop), batch size 1. The draft is the logit
+    lens at layer k (the model's own norm and head), whatever exits a caller trained.
+
+    Its rounds are read by wrapping `EarlyExitCandidateGenerator.update_candidate_strategy`
+    (called once per round with the verifier's logits and the matches) for the duration of the
+    call: not thread-safe with other generate calls in the same process."""
+    from transformers.generation.candidate_generator import EarlyExitCandidateGenerator as Gen
+
     ids = _prompt(prompt_ids, batch_one=True)
     config = model.generation_config
     saved = {name: getattr(config, name, None) for name in
              ("num_assistant_tokens", "num_assistant_tokens_schedule",
               "assistant_confidence_threshold")}
+    result, update = SpecDecode(tokens=[]), Gen.update_candidate_strategy
+
+    def record(self, input_ids, scores, num_matches):  # noqa: ANN001 (transformers' signature)
+        result.accepted.append(int(num_matches))
+        result.drafted.append(int(scores.shape[1]) - 1)
+        return update(self, input_ids, scores, num_matches)
+
     try:
         config.num_assistant_tokens = d
         config.num_assistant_tokens_schedule = "constant"
         config.assistant_confidence_threshold = 0.0
+        Gen.update_candidate_strategy = record
         out = model.generate(ids, attention_mask=torch.ones_like(ids), assistant_early_exit=k,
-                             do_sample=False, max_new_tokens=n_new, min_new_tokens=n_new,
-                             num_assistant_tokens=d)
+                             do_sample=False, max_new_tokens=n_new, min_new_tokens=n_new)
     finally:
+        Gen.update_candidate_strategy = update
         for name, value in saved.items():
             setattr(config, name, value)
-    return out[:, ids.shape[1]:]
+    result.tokens = out[0, ids.shape[1]:].tolist()
+    return result
