@@ -96,7 +96,7 @@ def test_simulated_self_speculation_is_real_round_by_round(model, exits, prompts
             assert real.tokens == trace.tokens.tolist(), (k, d)  # lossless
             assert real.accepted == sim.accepted, (prompt.shape[1], k, d)
             assert real.drafted == sim.drafted, (prompt.shape[1], k, d)
-            assert sim.tokens == N
+            assert sim.emitted == N
             extremes |= {a for a, made in zip(sim.accepted, sim.drafted) if made == d == 4}
     assert {0, 4} <= extremes  # rounds that accepted nothing and everything: not vacuous
 
@@ -135,7 +135,7 @@ def test_simulated_rounds_by_hand():
     # T T T -> 3, emits 4 (tokens 3-6); round 3 from token 7: 1 left room for min(3, 9-7-1) = 1
     # draft: F -> 0, emits 1; round 4 from token 8: the last token, no draft.
     assert (sim.accepted, sim.drafted) == ([2, 3, 0, 0], [3, 3, 1, 0])
-    assert sim.tokens == 9 and sim.rounds == 4
+    assert sim.emitted == 9 and sim.rounds == 4
     assert sim.acceptance_rate == pytest.approx(5 / 7) and sim.mean_accepted == 1.25
     assert simulate_self_spec(trace, 1, 0).accepted == [0] * 9  # d = 0 is greedy
     assert simulate_self_spec(trace, 1, 3, start=3, stop=7).accepted == [3]
@@ -148,7 +148,7 @@ def test_the_choice_of_k_reads_the_first_tokens():
     k, sim = adaptive_self_spec(trace, (1, 2), d=2, m=4, round_cost=lambda k, d: 1.0,
                                 probe_k=1)
     assert k == 2  # the first 4 tokens favour exit 2, whatever comes after
-    assert sim.tokens == 12
+    assert sim.emitted == 12
     probe = simulate_self_spec(trace, 1, 2, 0, 4)
     assert sim.accepted[:probe.rounds] == probe.accepted
     assert sim.accepted[probe.rounds:] == simulate_self_spec(trace, 2, 2, 4).accepted

@@ -65,15 +65,24 @@ class DecoderShape:
                    vocab=config.vocab_size)
 
 
-def layer_flops(config: Any, position: int) -> int:
-    """One decoder layer at one position p, attending over p + 1 positions."""
-    s = DecoderShape.of(config)
+def _weights_flops(s: DecoderShape) -> int:
+    """One layer's weight multiplications for one position: q, k, v, o and the MLP."""
     q = s.hidden * s.heads * s.head_dim
     kv = 2 * s.hidden * s.kv_heads * s.head_dim
     o = s.heads * s.head_dim * s.hidden
-    attention = 2 * s.heads * s.head_dim * (position + 1)
     mlp = 3 * s.hidden * s.intermediate
-    return 2 * (q + kv + o + attention + mlp)
+    return 2 * (q + kv + o + mlp)
+
+
+def _attention_flops(s: DecoderShape, keys: int) -> int:
+    """Scores QK^T and the weighted sum AV of one position over `keys` positions."""
+    return 2 * 2 * s.heads * s.head_dim * keys
+
+
+def layer_flops(config: Any, position: int) -> int:
+    """One decoder layer at one position p, attending over p + 1 positions."""
+    s = DecoderShape.of(config)
+    return _weights_flops(s) + _attention_flops(s, position + 1)
 
 
 def layers_over(config: Any, start: int, stop: int, layers: int) -> int:
@@ -83,8 +92,7 @@ def layers_over(config: Any, start: int, stop: int, layers: int) -> int:
     s = DecoderShape.of(config)
     n = stop - start
     keys = (start + 1 + stop) * n // 2  # sum of p + 1 over the positions
-    fixed = layer_flops(s, -1)  # everything but attention over keys
-    return layers * (n * fixed + 2 * 2 * s.heads * s.head_dim * keys)
+    return layers * (n * _weights_flops(s) + _attention_flops(s, keys))
 
 
 def lm_head_flops(config: Any) -> int:
@@ -108,7 +116,7 @@ def masked_excess(config: Any, span: int, layers: int = 1) -> int:
     """What a span of `span` positions run at once with a full masked score matrix multiplies
     beyond the causal count, over `layers` layers."""
     s = DecoderShape.of(config)
-    return layers * 2 * 2 * s.heads * s.head_dim * (span * (span - 1) // 2)
+    return layers * _attention_flops(s, span * (span - 1) // 2)
 
 
 @dataclass(frozen=True)

@@ -28,7 +28,7 @@ Prompts are traced one at a time (`record_exits` per prompt): no padding, exact 
 from __future__ import annotations
 
 from collections.abc import Callable, Iterable, Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from typing import Literal
 
 import numpy as np
@@ -37,7 +37,7 @@ from torch import nn
 
 from eebench.errors import UsageError
 from eebench.models.decoder_exits import DecoderExits, embed, num_layers, read_logits, run_layers
-from eebench.rules.self_speculation import greedy_decode
+from eebench.rules.self_speculation import SpecRounds, greedy_decode
 
 Measure = Literal["maxprob", "margin"]
 
@@ -98,52 +98,15 @@ def record_exits(model: nn.Module, exits: DecoderExits, prompt_ids: torch.Tensor
 
 
 # -- self-speculation ------------------------------------------------------------------------------
-@dataclass
-class SpecSim:
-    """Rounds of a (simulated) self-speculative decode: drafts made and accepted per round."""
-
-    k: int
-    d: int
-    accepted: list[int] = field(default_factory=list)
-    drafted: list[int] = field(default_factory=list)
-
-    @property
-    def rounds(self) -> int:
-        return len(self.accepted)
-
-    @property
-    def tokens(self) -> int:
-        return sum(self.accepted) + self.rounds
-
-    @property
-    def acceptance_rate(self) -> float:
-        """Accepted drafts over drafts made (nan when none was made)."""
-        drafted = sum(self.drafted)
-        return sum(self.accepted) / drafted if drafted else float("nan")
-
-    @property
-    def mean_accepted(self) -> float:
-        return float(np.mean(self.accepted)) if self.accepted else float("nan")
-
-    @property
-    def tokens_per_round(self) -> float:
-        return self.tokens / self.rounds if self.rounds else float("nan")
-
-    def then(self, other: SpecSim) -> SpecSim:
-        """This decode's rounds followed by `other`'s (k and d: other's)."""
-        return SpecSim(other.k, other.d, self.accepted + other.accepted,
-                       self.drafted + other.drafted)
-
-
 def simulate_self_spec(trace: ExitTrace, k: int, d: int, start: int = 0,
-                       stop: int | None = None) -> SpecSim:
+                       stop: int | None = None) -> SpecRounds:
     """Rounds that drafting with exit k, d tokens a round, makes over generated tokens
     [start, stop) (all of them by default); the round boundaries fall exactly at `stop`."""
     if d < 0:
         raise UsageError(f"draft length must be >= 0, got {d}")
     matches = trace.matches(k)
     stop = trace.n_new if stop is None else stop
-    sim, s = SpecSim(k, d), start
+    sim, s = SpecRounds(k, d), start
     while s < stop:
         drafts = min(d, stop - s - 1)
         accepted = 0
@@ -156,7 +119,7 @@ def simulate_self_spec(trace: ExitTrace, k: int, d: int, start: int = 0,
 
 
 def sweep_self_spec(trace: ExitTrace, ks: Iterable[int], ds: Iterable[int]
-                    ) -> dict[tuple[int, int], SpecSim]:
+                    ) -> dict[tuple[int, int], SpecRounds]:
     """Every (k, d) at once: the sweep the one pass pays for."""
     return {(k, d): simulate_self_spec(trace, k, d) for k in ks for d in ds}
 
@@ -172,7 +135,7 @@ def layer_passes(total_layers: int, head: float = 0.0) -> Callable[[int, int], f
 
 def adaptive_self_spec(trace: ExitTrace, ks: Sequence[int], d: int, m: int,
                        round_cost: Callable[[int, int], float] | None = None,
-                       probe_k: int | None = None) -> tuple[int, SpecSim]:
+                       probe_k: int | None = None) -> tuple[int, SpecRounds]:
     """Choose k per prompt from its first m tokens, then simulate the rest with it.
 
     The first m tokens are decoded with `probe_k` (default: the deepest candidate); on them every
@@ -187,7 +150,7 @@ def adaptive_self_spec(trace: ExitTrace, ks: Sequence[int], d: int, m: int,
 
     def rate(k: int) -> float:
         sim = simulate_self_spec(trace, k, d, 0, m)
-        return sim.tokens / sum(cost(k, drafted) for drafted in sim.drafted)
+        return sim.emitted / sum(cost(k, drafted) for drafted in sim.drafted)
 
     best = max(ks, key=rate)
     return best, probe.then(simulate_self_spec(trace, best, d, m))

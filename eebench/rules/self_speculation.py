@@ -86,16 +86,50 @@ def greedy_decode(model: nn.Module, prompt_ids: torch.Tensor, n_new: int) -> tor
 
 
 @dataclass
-class SpecDecode:
-    """Tokens of a self-speculative decode and its rounds: drafts made and accepted per round."""
+class SpecRounds:
+    """The rounds of a self-speculative decode (real or simulated) with exit k and draft length
+    d: per round the drafts made and the drafts accepted (each round also emits one verifier
+    token)."""
 
-    tokens: list[int]
+    k: int
+    d: int
     accepted: list[int] = field(default_factory=list)
     drafted: list[int] = field(default_factory=list)
 
     @property
     def rounds(self) -> int:
         return len(self.accepted)
+
+    @property
+    def emitted(self) -> int:
+        """Tokens the rounds produced: accepted drafts plus one verifier token per round."""
+        return sum(self.accepted) + self.rounds
+
+    @property
+    def acceptance_rate(self) -> float:
+        """Accepted drafts over drafts made (nan when none was made)."""
+        drafted = sum(self.drafted)
+        return sum(self.accepted) / drafted if drafted else float("nan")
+
+    @property
+    def mean_accepted(self) -> float:
+        return sum(self.accepted) / self.rounds if self.rounds else float("nan")
+
+    @property
+    def tokens_per_round(self) -> float:
+        return self.emitted / self.rounds if self.rounds else float("nan")
+
+    def then(self, other: SpecRounds) -> SpecRounds:
+        """These rounds followed by `other`'s (k and d: other's)."""
+        return SpecRounds(other.k, other.d, self.accepted + other.accepted,
+                          self.drafted + other.drafted)
+
+
+@dataclass
+class SpecDecode(SpecRounds):
+    """A real self-speculative decode: its rounds and the tokens it produced."""
+
+    tokens: list[int] = field(default_factory=list)
 
 
 def _check_exit(exits: DecoderExits, k: int, d: int) -> None:
@@ -114,7 +148,7 @@ def self_speculative_decode(model: nn.Module, exits: DecoderExits, prompt_ids: t
     _check_exit(exits, k, d)
     pending = _prompt(prompt_ids, batch_one=True)
     total, cache = num_layers(model), new_cache(model)
-    result = SpecDecode(tokens=[])
+    result = SpecDecode(k, d)
     while len(result.tokens) < n_new:
         drafts_wanted = min(d, n_new - len(result.tokens) - 1)
         start = cached_length(cache, 0)  # every layer holds positions 0..start-1
@@ -157,7 +191,7 @@ def hf_early_exit_generate(model: nn.Module, prompt_ids: torch.Tensor, n_new: in
     saved = {name: getattr(config, name, None) for name in
              ("num_assistant_tokens", "num_assistant_tokens_schedule",
               "assistant_confidence_threshold")}
-    result, update = SpecDecode(tokens=[]), Gen.update_candidate_strategy
+    result, update = SpecDecode(k, d), Gen.update_candidate_strategy
 
     def record(self, input_ids, scores, num_matches):  # noqa: ANN001 (transformers' signature)
         result.accepted.append(int(num_matches))

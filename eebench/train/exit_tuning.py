@@ -71,10 +71,8 @@ def train_exits(model: nn.Module, exits: DecoderExits, batches: Iterable[torch.T
             ids = batches[step % len(batches)]
             states = exit_states(model, exits, ids)
             final = states[num_layers(model)].reshape(-1, states[exits.layers[0]].shape[-1])
-            targets = torch.cat([ids[:, 1:], ids[:, :1]], dim=1).reshape(-1)
-            valid = torch.ones_like(targets, dtype=torch.bool).view(ids.shape)
-            valid[:, -1] = False  # the last position has no next token in the text
-            valid = valid.reshape(-1)
+            # the text's next token; the last position has none (-100: ignored)
+            targets = torch.cat([ids[:, 1:], torch.full_like(ids[:, :1], -100)], 1).reshape(-1)
             n = final.shape[0]
             optimizer.zero_grad(set_to_none=True)
             total = 0.0
@@ -82,8 +80,8 @@ def train_exits(model: nn.Module, exits: DecoderExits, batches: Iterable[torch.T
                 hidden = states[k].reshape(n, -1)
                 for s in range(0, n, chunk):
                     part = slice(s, s + chunk)
-                    loss = exit_loss(model, exits, k, hidden[part], final[part],
-                                     torch.where(valid[part], targets[part], -100), ce_weight) / n
+                    loss = exit_loss(model, exits, k, hidden[part], final[part], targets[part],
+                                     ce_weight) / n
                     loss.backward()
                     total += float(loss.detach())
             optimizer.step()
