@@ -120,7 +120,9 @@ def simulate_self_spec(trace: ExitTrace, k: int, d: int, start: int = 0,
 
 def sweep_self_spec(trace: ExitTrace, ks: Iterable[int], ds: Iterable[int]
                     ) -> dict[tuple[int, int], SpecRounds]:
-    """Every (k, d) at once: the sweep the one pass pays for."""
+    """Every (k, d) at once: the sweep the one pass pays for. (Rounds of several prompts pool
+    with `SpecRounds.then`.)"""
+    ds = tuple(ds)
     return {(k, d): simulate_self_spec(trace, k, d) for k in ks for d in ds}
 
 

@@ -19,12 +19,12 @@ These check the one-pass simulation of eebench.rules.decoder_sweep: what it pred
 A round. The cache holds positions 0..c-1 in every layer; `pending` (the prompt in round one, then
 the verifier's last token) is not yet in it. With d' = min(d, tokens still to make - 1) drafts:
 
-    layers 0..k-1 on pending                        -> h_k (saved), exit k -> draft y_1
-    layers 0..k-1 on y_j (j < d'), saved h_k        -> exit k -> y_{j+1}
-    layers 0..k-1 on y_d' (its h_k saved too)       (the verifier's input at its last position)
-    layers k..L-1 on all saved h_k at once          -> the model's greedy g_0..g_d' on the last
-                                                       d' + 1 positions
-    accept a = leading j with y_j = g_j; emit y_1..y_a, g_a; crop every layer to c + |pending| + a
+    layers 0..k-1 on pending            -> its layer-k states (saved); exit k -> draft y_0
+    layers 0..k-1 on y_j, for j < d'    -> state saved; exit k -> y_{j+1} (no exit after y_d'-1:
+                                           its state is the verifier's last input)
+    layers k..L-1 on all saved states   -> greedy g_0..g_d' at the last d' + 1 positions
+    a = leading j with y_j = g_j        -> emit y_0..y_{a-1} and g_a; crop every layer to
+                                           c + |pending| + a; g_a is the next pending token
 
 so every position of a round goes through each layer once (k layers while drafting, L - k while
 verifying); rejected drafts' positions are cropped and computed again later.
