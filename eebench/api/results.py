@@ -11,7 +11,7 @@ from typing import TYPE_CHECKING
 
 from eebench.api.grid import data_dir_of
 from eebench.errors import UsageError
-from eebench.policy import EXTRAPOLATE
+from eebench.score.policy import EXTRAPOLATE
 
 if TYPE_CHECKING:
     import pandas as pd
