@@ -39,8 +39,7 @@ from eebench.models import bundled
 # line naming the file for a config no model can be built from, weights that are not safetensors
 # inside the directory, layers the config declares that the weights lack, a missing or
 # mismatched tokenizer.
-from eebench.models.model_dir import HINT as DIR_HINT
-from eebench.models.model_dir import check_model_dir, weight_files
+from eebench.models.model_dir import HINT, check_model_dir, weight_files
 from eebench.registry import Registry
 
 if TYPE_CHECKING:
@@ -48,8 +47,6 @@ if TYPE_CHECKING:
     from torch import nn
 
     from eebench.models.families import Parts
-
-HINT = "use --model minilm-l6 (bundled, works offline) or a local model directory"
 
 
 @dataclass(frozen=True)
@@ -217,7 +214,7 @@ def check_trainable(name: str) -> None:
         check_model_dir(where)
         if not weight_files(where):
             raise DataError(f"{where}: no weights (model.safetensors, or a shard index): a model "
-                            "directory to train from holds its pretrained weights", hint=DIR_HINT)
+                            "directory to train from holds its pretrained weights", hint=HINT)
     load_tokenizer(name)
 
 
