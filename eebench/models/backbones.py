@@ -66,6 +66,10 @@ class Backbone:
     # Its architecture family (a key of SUPPORTED_FAMILIES): where its parts sit
     # (eebench.models.families).
     family: str = "bert"
+    # Its depth and the longest sequence its positions hold, as its config says (None: not
+    # written down here): a grid on it is expanded and checked without reading the model.
+    layers: int | None = None
+    max_tokens: int | None = None
 
 
 BACKBONES: Registry[Backbone] = Registry("backbone", entry_point_group="eebench.backbones",
@@ -76,16 +80,16 @@ BACKBONES: Registry[Backbone] = Registry("backbone", entry_point_group="eebench.
 # 2,000 examples, 3 epochs) its exits 1-3 stay at chance; see docs/training.md.
 BACKBONES.add("minilm-l6", Backbone(
     "minilm-l6", "all-MiniLM-L6-v2: 6 layers, hidden 384, bundled (offline)", bundled.minilm_dir,
-    pooling="mean", lr=1e-4))
+    pooling="mean", lr=1e-4, layers=6, max_tokens=512))
 # A base-size model at BERT's own 2e-5 learns slowly from a few thousand examples; 5e-5 is the top
 # of BERT's fine-tuning grid (docs/training.md).
 BACKBONES.add("mpnet-base", Backbone(
     "mpnet-base", "all-mpnet-base-v2: MPNet, 12 layers, hidden 768, 109M parameters, bundled "
     "(offline, the eebench[mpnet] extra)", bundled.mpnet_dir, pooling="mean", lr=5e-5,
-    family="mpnet"))
+    family="mpnet", layers=12, max_tokens=512))
 BACKBONES.add("bert-base", Backbone(
     "bert-base", "BERT-base uncased: 12 layers, hidden 768 (hub id bert-base-uncased)",
-    lambda: "bert-base-uncased"))
+    lambda: "bert-base-uncased", layers=12))
 
 
 # The field's backbones, by hub id (downloaded on first use; offline, one line). Each fine-tunes
@@ -351,9 +355,12 @@ HUB_DEPTHS: dict[str, int] = {
 
 def known_depth(name: str) -> int | None:
     """The layer count of a registered backbone or hub id listed in HUB_DEPTHS (nothing is
-    loaded); None for any other model."""
+    loaded or located); None for any other model."""
     if name in BACKBONES:
-        name = BACKBONES.get(name).locate()
+        backbone = BACKBONES.get(name)
+        if backbone.layers is not None:
+            return backbone.layers
+        name = backbone.locate()
     return HUB_DEPTHS.get(name)
 
 

@@ -66,6 +66,7 @@ from pydantic import (
 from eebench.errors import UsageError
 from eebench.io import read_text
 from eebench.run.names import check_names
+from eebench.run.subgrids import SELECTION, select_cells
 from eebench.train.config import GivenTrainConfig, Seed, TrainConfig, settings_error
 
 if TYPE_CHECKING:
@@ -274,9 +275,11 @@ def merge(config: BenchConfig, overrides: dict[str, Any]) -> BenchConfig:
     """
     data = config.model_dump(exclude_unset=True)
     if data.get("grids"):  # over each entry too; --method, --task, --seed select its cells
-        from eebench.run.subgrids import flags_over_grids
-
-        data["grids"], overrides = flags_over_grids(config, data["grids"], overrides)
+        rest = {k: v for k, v in overrides.items() if k not in SELECTION}
+        over = {k: v for k, v in rest.items() if k in GridEntry.model_fields}
+        data["grids"] = select_cells(config, [overlay(e, over) for e in data["grids"]],
+                                     overrides)
+        overrides = rest  # the config's lists stay the entries' defaults
     tasks = data.get("tasks_settings", {})
     if (overrides.get("split") or config.split) != "dev":
         for table in (data, *tasks.values()):
@@ -324,7 +327,30 @@ def load_config(path: Path | None) -> BenchConfig:
         raise UsageError(f"{path}: nested too deeply") from None
     check_names(config, where=f"{path}: ", own=True)
     if config.grids:
-        from eebench.run.subgrids import check_grids
-
         check_grids(config, where=f"{path}: ")
     return config
+
+
+def entry_configs(config: BenchConfig, where: str = "") -> list[BenchConfig]:
+    """Each entry of the config's [[grids]] as a config of its own: the entry over the config,
+    validated and checked (a name, a setting) as the command line over a file is."""
+    base = config.model_copy(update={"grids": []})
+    out = []
+    for i, entry in enumerate(config.grids, 1):
+        try:
+            out.append(merge(base, entry.model_dump(exclude_unset=True)))
+        except UsageError as e:
+            raise UsageError(f"{where}grids[{i}]: {e.message}", hint=e.hint) from None
+    return out
+
+
+def check_grids(config: BenchConfig, where: str = "") -> None:
+    """A file's [[grids]], before any work: each entry a valid config, and its own settings
+    for a method (methods_settings, sweeps) for one of the methods it runs."""
+    for i, (entry, own) in enumerate(zip(config.grids, entry_configs(config, where), strict=True),
+                                     1):
+        given = entry.model_dump(exclude_unset=True)
+        probe = BenchConfig(methods=own.methods, tasks=own.tasks, rules=own.rules,
+                            methods_settings=given.get("methods_settings", {}),
+                            sweeps=given.get("sweeps", {}))
+        check_names(probe, where=f"{where}grids[{i}]: ", own=True)
