@@ -150,7 +150,9 @@ def rules_for(config: BenchConfig, method: str, task: str,
                 raise UsageError(why, hint="`eebench rules` shows each rule's unit")
             skipped[(f"{m.name}+{kind.name}", spec.name)] = why
             continue
-        if len(m.variants([1.0, 2.0])) > 1:  # one model per sweep value, e.g. static's
+        # what a rule run trains (execute's own call): the method's one model; static trains
+        # one per sweep value, so none here
+        if len(m.variants([])) != 1:
             raise UsageError(f"--rule {kind.name}: {m.name} trains {m.trains}, each with one "
                              "exit: there is no exit to choose", hint="use --rule with methods "
                              "that put exits on one model (eebench methods)")

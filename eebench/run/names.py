@@ -26,13 +26,14 @@ def backbone_layers(model: str) -> int:
 
 def backbone_max_tokens(model: str) -> int | None:
     """The longest sequence the backbone holds (its family's count of positions): a registered
-    backbone's from its table, else from the config of its local directory; None for a hub id,
-    whose length training checks once it has the model (listing a grid downloads nothing)."""
+    backbone's from its table, else from the config of its local directory; None for a hub id
+    (registered or not), whose length training checks once it has the model (listing a grid
+    downloads nothing)."""
     from pathlib import Path
 
     from eebench.models.backbones import BACKBONES, load_config, resolve_backbone
 
-    if model in BACKBONES and BACKBONES.get(model).max_tokens is not None:
+    if model in BACKBONES:  # a bundled one's from the table; a hub id's (None) checked later
         return BACKBONES.get(model).max_tokens
     if not Path(resolve_backbone(model)).is_dir():
         return None
