@@ -94,3 +94,28 @@ def test_the_table_says_what_the_bundled_models_say():
     assert backbone.layers == config.num_hidden_layers
     assert backbone.max_tokens == family_of(config).max_tokens(config)
     assert backbone.family == config.model_type
+
+
+def test_a_local_backbones_config_is_read_once(tmp_path, monkeypatch):
+    """A run asks for its backbone's config where its grid is expanded (depth, positions),
+    where it runs and where it loads the weights: config.json is read once, and again only
+    once it changes."""
+    import eebench.models.backbones as backbones
+    from eebench.run.config import BenchConfig
+    from eebench.run.names import backbone_layers, backbone_max_tokens
+    from tests.tiny import save_tiny_backbone
+
+    model = tmp_path / "tiny"
+    save_tiny_backbone(model)
+    reads = []
+    real = backbones._config_dict
+    monkeypatch.setattr(backbones, "_config_dict",
+                        lambda *a, **k: reads.append(a) or real(*a, **k))
+    runs = expand(BenchConfig(model=str(model), methods=["static", "pabee"], tasks=["rte"])).runs
+    assert runs[0].sweep == [1.0, 2.0, 3.0, 4.0]  # static: k = 1..4, the depth read
+    assert (backbone_layers(str(model)), backbone_max_tokens(str(model))) == (4, 512)
+    backbones.load_hf_model(str(model))
+    assert len(reads) == 1
+    config = json.loads((model / "config.json").read_text())
+    (model / "config.json").write_text(json.dumps({**config, "note": "changed"}, indent=1))
+    assert backbone_layers(str(model)) == 4 and len(reads) == 2
