@@ -38,7 +38,7 @@ from eebench.run.artifacts import (
     verify_run,
     write_points,
 )
-from eebench.run.names import backbone_layers  # also what `eebench train` reads here
+from eebench.run.names import backbone_layers
 from eebench.tasks.catalog import get_task
 from eebench.tasks.spec import TaskSpec
 from eebench.train.checkpoint import read_state
