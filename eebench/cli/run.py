@@ -8,7 +8,7 @@ from typing import TYPE_CHECKING, Annotated
 import typer
 
 from eebench.cli.app import app
-from eebench.cli.backends import NO_FLAGS, BackendFlags, with_backend_flags
+from eebench.cli.backends import NO_FLAGS, BackendFlags, grid_request, with_backend_flags
 from eebench.cli.common import DataDirOption, JsonOption, err_console, print_json, resolve_data_dir
 from eebench.errors import EebenchError, UsageError
 
@@ -173,8 +173,6 @@ def run_command(
     if not cfg.grids and (not cfg.methods or not cfg.tasks):
         raise UsageError("say what to run: --method and --task, or a --config with methods "
                          "and tasks")
-    from eebench.cli.backends import grid_request
-
     request = grid_request(cfg.backend, backend_flags.dry_run)
     # A grid skips the pairs a method cannot run; one pair named on the command line is refused.
     _run_grid(cfg, backend_flags.overwrite, json_out,
