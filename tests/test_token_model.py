@@ -16,12 +16,8 @@ from eebench.methods import EarlyExitMethod, get_method
 from eebench.methods.deebert import DeeBERT
 from eebench.methods.stages import exit_loss, joint
 from eebench.models.token_heads import TokenExitHead
-from eebench.rules.token_engine import (
-    compare_tokens,
-    counting_tokens,
-    dynamic_token_batch,
-    dynamic_token_inference,
-)
+from eebench.models.units import TOKEN, counting_tokens
+from eebench.rules.engine import compare, dynamic_batch, dynamic_inference
 from eebench.rules.tokens import SentenceEntropyRule, simulate_tokens, token_uncertainty
 from eebench.tasks.catalog import get_task
 from eebench.tasks.loaders import load_split
@@ -184,10 +180,9 @@ def test_real_sentence_exit_equals_the_simulation(conll, aggregate):
         sim = simulate_tokens(rule, logits, mask)
         mixed |= set(sim.exit_index.tolist())
         for bs, split in ((1, conll), (5, unlabelled), (32, conll)):
-            word_ids = conll.word_ids if split.labels is None else None
-            real = dynamic_token_inference(model, rule, eval_batches(split, bs),
-                                           conll.lengths, word_ids)
-            agree = compare_tokens(sim, real)
+            real = dynamic_inference(model, rule, eval_batches(split, bs), len(conll),
+                                     enc=split)
+            agree = compare(sim, real, unit=TOKEN)
             assert agree.compared == len(conll) and agree.disagreements == 0, (threshold, bs)
         if threshold == 0.0:  # never exits early: every sentence runs every layer
             assert set(sim.exit_index.tolist()) == {model.num_exits - 1}
@@ -200,14 +195,14 @@ def test_dynamic_batch_predicts_counting_tokens_only_and_full_runs_everything(co
     model = _confident(_model(seed=3))
     batch = collate(conll, list(range(6)))
     mask = counting_tokens(batch)
-    exits, preds = dynamic_token_batch(model, SentenceEntropyRule(2.0), batch)
+    exits, preds = dynamic_batch(model, SentenceEntropyRule(2.0), batch)
     assert exits.tolist() == [0] * 6
     assert ((preds >= 0) == mask).all()
-    full_exits, full_preds = dynamic_token_batch(model, SentenceEntropyRule(2.0), batch, full=True)
+    full_exits, full_preds = dynamic_batch(model, SentenceEntropyRule(2.0), batch, full=True)
     last = _logits(model, batch)[-1].argmax(-1)
     assert full_exits.tolist() == [model.num_exits - 1] * 6
     assert torch.equal(full_preds, last.where(mask, -1))
-    with pytest.raises(ValueError, match="token heads"):
-        dynamic_token_batch(tiny.tiny_model("deebert"), SentenceEntropyRule(0.5), batch)
+    with pytest.raises(TypeError, match="decides over tokens"):  # a sequence model's unit
+        dynamic_batch(tiny.tiny_model("deebert"), SentenceEntropyRule(0.5), batch)
     with pytest.raises(ValueError, match="word_ids"):
         counting_tokens({k: v for k, v in batch.items() if k != "labels"})
