@@ -96,6 +96,8 @@ class Unit:
     name: str
     per_token: bool = False  # a prediction (and a rule's state) per token, [b, T]
     scores_quality: bool = True  # calibration / consistency of the exited probabilities
+    # a run keeps every exit's logits, so its decisions re-derive from its files alone
+    stores_logits: bool = True
 
     # -- the rule's state ------------------------------------------------------------------
     def counting(self, batch: dict, enc: Any = None) -> torch.Tensor | None:
@@ -156,6 +158,10 @@ class Unit:
     def answers(self, enc: Any, prediction: Any) -> Any:
         """What a point's predictions are scored and stored as: a label id (score) per text."""
         return np.asarray(prediction)
+
+    def gold(self, enc: Any) -> Any:
+        """The split's gold answers (a label id or score per text), as it was loaded."""
+        return list(enc.labels)
 
     def stored_point(self, enc: Any, answers: Any, token_exit: Any, exit_layer_of: np.ndarray,
                      is_regression: bool) -> dict[str, np.ndarray]:
@@ -252,6 +258,10 @@ class _TokenUnit(Unit):
         """A tag id per word, read at each word's first piece (a word cut off is O)."""
         return enc.predictions_per_word(np.asarray(prediction))
 
+    def gold(self, enc: Any) -> Any:
+        """The gold tag ids per word of each sentence."""
+        return enc.tags
+
     def stored_point(self, enc: Any, answers: Any, token_exit: Any, exit_layer_of: np.ndarray,
                      is_regression: bool) -> dict[str, np.ndarray]:
         """A tag per word, the split's words in order, and the layer where each word's tag was
@@ -309,7 +319,7 @@ class _TokenUnit(Unit):
 
 
 SEQUENCE = Unit("sequence")
-TOKEN = _TokenUnit("token", per_token=True, scores_quality=False)
+TOKEN = _TokenUnit("token", per_token=True, scores_quality=False, stores_logits=False)
 UNITS: dict[str, Unit] = {u.name: u for u in (SEQUENCE, TOKEN)}
 
 
