@@ -66,27 +66,7 @@ def _facts(model):
     return ModelFacts(False, model.num_labels, model.temperatures(), model.signal_names)
 
 
-@pytest.mark.parametrize("pooling", POOLINGS)
-@pytest.mark.parametrize("name", DYNAMIC)
-def test_simulation_equals_real_dynamic_inference_tiny(name, pooling, rte_dev):
-    method = get_method(name)
-    model = _confident(tiny.tiny_model(method, seed=3, pooling=pooling).eval(),
-                       backbone_std=0.3)
-    enc = _encoded(rte_dev)
-    out = collect_exit_logits(model, eval_batches(enc, 8, sort_by_length=True))
-    mixed = False
-    for value in _sweep(method, out):
-        rule = method.exit_rule(value, False, _facts(model))
-        sim = simulate(rule, out.logits, False, out.signals)
-        mixed |= len(set(sim.exit_index.tolist())) > 1
-        for bs in (1, 5):
-            batches = (collate(enc, list(range(i, min(i + bs, len(enc)))))
-                       for i in range(0, len(enc), bs))
-            real = dynamic_inference(model, method.exit_rule(value, False, _facts(model)),
-                                     batches, len(enc), False)
-            agree = compare(sim, real)
-            assert agree.unexplained == 0, (value, bs, agree)
-    assert mixed, "the sweep never produced a mix of exit layers"
+# simulation against real dynamic inference, for every unit: tests/test_units.py
 
 
 def test_collect_exit_logits_restores_order_and_matches_single_samples(rte_dev):

@@ -540,9 +540,9 @@ def test_timing_at_a_few_points_times_those_and_checks_every_point(tmp_path, bac
     calls: list[tuple[bool, bool]] = []
     real = E._real_inference
 
-    def spy(model, rule, enc, subset, timing, spec, full):
+    def spy(model, rule, enc, subset, timing, spec, full, walk=None):
         calls.append((full, timing.enabled))
-        return real(model, rule, enc, subset, timing, spec, full)
+        return real(model, rule, enc, subset, timing, spec, full, walk=walk)
 
     monkeypatch.setattr(E, "_real_inference", spy)
     out = _run(tmp_path, backbone, data_dir, "--method", "deebert", "--sweep",

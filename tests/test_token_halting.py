@@ -210,7 +210,7 @@ def test_on_minilm_the_authors_loops_agree_with_eebench_on_every_token(minilm_pa
     loop against the exact and the live loop, and SENTEE's authors' loop (one sentence at a
     time, its own forward) against the replay of one full pass and real dynamic inference."""
     from eebench.models.build import build_model
-    from eebench.rules.token_engine import dynamic_token_batch
+    from eebench.rules.engine import dynamic_batch
     from eebench.rules.tokens import SentenceEntropyRule
     from tests.test_token_rules import _sentee_loop
 
@@ -242,7 +242,7 @@ def test_on_minilm_the_authors_loops_agree_with_eebench_on_every_token(minilm_pa
     for threshold in (0.55, 0.7):
         rule = SentenceEntropyRule(threshold)
         sim = simulate_tokens(rule, logits, mask)
-        real_exit, real_pred = dynamic_token_batch(m, rule, batch, mask)
+        real_exit, real_pred = dynamic_batch(m, rule, batch, counting=mask)
         assert torch.equal(sim.exit_index, real_exit) and torch.equal(sim.prediction, real_pred)
         assert len(set(sim.exit_index.tolist())) >= 2
         for i in range(n):  # the authors' loop on the sentence alone, at batch size 1

@@ -4,25 +4,19 @@ tiny random backbone with real CoNLL-2003 dev sentences and the real MiniLM toke
 
 from __future__ import annotations
 
-from dataclasses import replace
-
 import pytest
 import torch
 import torch.nn.functional as F
 
-from eebench.data.batching import IGNORE, collate, eval_batches
+from eebench.data.batching import IGNORE, collate
 from eebench.data.tokens import encode_words
 from eebench.methods import EarlyExitMethod, get_method
 from eebench.methods.deebert import DeeBERT
 from eebench.methods.stages import exit_loss, joint
 from eebench.models.token_heads import TokenExitHead
-from eebench.rules.token_engine import (
-    compare_tokens,
-    counting_tokens,
-    dynamic_token_batch,
-    dynamic_token_inference,
-)
-from eebench.rules.tokens import SentenceEntropyRule, simulate_tokens, token_uncertainty
+from eebench.models.units import counting_tokens
+from eebench.rules.engine import dynamic_batch
+from eebench.rules.tokens import SentenceEntropyRule, token_uncertainty
 from eebench.tasks.catalog import get_task
 from eebench.tasks.loaders import load_split
 from tests import tiny
@@ -170,44 +164,22 @@ def _thresholds(logits, mask, aggregate: str) -> list[float]:
     return [float(values[k] + values[k + 1]) / 2 for k in picks]
 
 
-@pytest.mark.parametrize("aggregate", ["max", "mean"])
-def test_real_sentence_exit_equals_the_simulation(conll, aggregate):
-    model = _confident(_model(seed=2))
-    everything = collate(conll, list(range(len(conll))))
-    mask = counting_tokens(everything)
-    logits = _logits(model, everything)  # [E, N, T, C]: one full forward
-    unlabelled = replace(conll, labels=None)
-    assert torch.equal(counting_tokens(everything, conll.word_ids), mask)
-    mixed = set()
-    for threshold in [0.0, *_thresholds(logits, mask, aggregate), 2.0]:
-        rule = SentenceEntropyRule(threshold, aggregate)
-        sim = simulate_tokens(rule, logits, mask)
-        mixed |= set(sim.exit_index.tolist())
-        for bs, split in ((1, conll), (5, unlabelled), (32, conll)):
-            word_ids = conll.word_ids if split.labels is None else None
-            real = dynamic_token_inference(model, rule, eval_batches(split, bs),
-                                           conll.lengths, word_ids)
-            agree = compare_tokens(sim, real)
-            assert agree.compared == len(conll) and agree.disagreements == 0, (threshold, bs)
-        if threshold == 0.0:  # never exits early: every sentence runs every layer
-            assert set(sim.exit_index.tolist()) == {model.num_exits - 1}
-        if threshold == 2.0:  # above ln C / ln C: every sentence leaves at the first exit
-            assert set(sim.exit_index.tolist()) == {0}
-    assert len(mixed) == model.num_exits  # the sweep exits at every layer somewhere
+# the simulation against real sentence-level exit: tests/test_units.py
 
 
 def test_dynamic_batch_predicts_counting_tokens_only_and_full_runs_everything(conll):
     model = _confident(_model(seed=3))
     batch = collate(conll, list(range(6)))
     mask = counting_tokens(batch)
-    exits, preds = dynamic_token_batch(model, SentenceEntropyRule(2.0), batch)
+    assert torch.equal(counting_tokens(batch, conll.word_ids), mask)  # unlabelled: word ids
+    exits, preds = dynamic_batch(model, SentenceEntropyRule(2.0), batch)
     assert exits.tolist() == [0] * 6
     assert ((preds >= 0) == mask).all()
-    full_exits, full_preds = dynamic_token_batch(model, SentenceEntropyRule(2.0), batch, full=True)
+    full_exits, full_preds = dynamic_batch(model, SentenceEntropyRule(2.0), batch, full=True)
     last = _logits(model, batch)[-1].argmax(-1)
     assert full_exits.tolist() == [model.num_exits - 1] * 6
     assert torch.equal(full_preds, last.where(mask, -1))
-    with pytest.raises(ValueError, match="token heads"):
-        dynamic_token_batch(tiny.tiny_model("deebert"), SentenceEntropyRule(0.5), batch)
+    with pytest.raises(TypeError, match="decides over tokens"):  # a sequence model's unit
+        dynamic_batch(tiny.tiny_model("deebert"), SentenceEntropyRule(0.5), batch)
     with pytest.raises(ValueError, match="word_ids"):
         counting_tokens({k: v for k, v in batch.items() if k != "labels"})

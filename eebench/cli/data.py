@@ -36,12 +36,19 @@ TaskOption = typer.Option(
 )
 
 
+def _per_token(spec: TaskSpec) -> bool:
+    """Whether the task's rows are sentences with a tag per word (its unit, asked)."""
+    from eebench.models.units import unit_of
+
+    return unit_of(spec.unit).per_token
+
+
 def describe_labels(spec: TaskSpec, ex: Examples) -> dict | None:
     """Label distribution (classification: raw label -> rows; a token task: tag -> words) or
     score range (regression)."""
     if ex.labels is None:
         return None
-    if spec.unit == "token":  # words per tag
+    if _per_token(spec):  # words per tag
         from eebench.tasks.conll import tag_counts
 
         return tag_counts(spec, ex)
@@ -88,7 +95,7 @@ def check_task(spec: TaskSpec, data_dir: Path, advance=lambda path: None) -> lis
             advance(path)
         rec = _record(spec, split, file.path, rows=len(ex), labels=describe_labels(spec, ex),
                       skipped=dict(ex.skipped))
-        if spec.unit == "token":  # a row is a sentence
+        if _per_token(spec):  # a row is a sentence
             rec["note"] = f"rows are sentences; {sum(len(t) for t in ex.texts):,} words"
         if rec["expected"] is not None and rec["rows"] != rec["expected"]:
             rec["status"] = "row-count mismatch"
@@ -199,7 +206,7 @@ def _label(spec: TaskSpec, ex: Examples, i: int):
     y = ex.labels[i]
     if spec.is_regression:
         return y
-    return [spec.labels[t] for t in y] if spec.unit == "token" else spec.labels[y]
+    return [spec.labels[t] for t in y] if _per_token(spec) else spec.labels[y]
 
 
 @data_app.command("show")
@@ -240,7 +247,7 @@ def show(
     table.add_column("label")
     for r in rows:
         text, label = r["text"], r["label"]
-        if spec.unit == "token":  # one cell of words, one of tags
+        if _per_token(spec):  # one cell of words, one of tags
             text, label = [" ".join(text)], None if label is None else " ".join(label)
         cells = [r["id"], *text, "—" if label is None else str(label)]
         table.add_row(*(Text(c) for c in cells))  # data, not markup: "[laughs]" stays as is

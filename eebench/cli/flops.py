@@ -79,14 +79,17 @@ def flops_command(
                          hint=f"choose from: {', '.join(CONVENTIONS)}")
     if not 1 <= num_labels <= MAX_LABELS:
         raise UsageError(f"--num-labels must be in 1..{MAX_LABELS:,}, got {num_labels}")
-    if unit not in ("sequence", "token"):
-        raise UsageError(f"--unit is sequence or token, got {unit!r}")
-    if live is not None and (unit != "token" or not 0 <= live <= seq_len):
+    from eebench.models.units import UNITS, unit_of
+
+    if unit not in UNITS:
+        raise UsageError(f"--unit is {' or '.join(UNITS)}, got {unit!r}")
+    per_token = unit_of(unit).per_token
+    if live is not None and (not per_token or not 0 <= live <= seq_len):
         raise UsageError(f"--live counts a token model's layers with 0..{seq_len} live tokens",
                          hint="with --unit token and --live at most --seq-len")
     pooling = _pooling(model_config, pooling)
     config = _config(model_config)
-    m = get_method(method, **({"unit": "token"} if unit == "token" else {}))
+    m = get_method(method, **({"unit": unit} if per_token else {}))
     # a live count reads which tokens are live: real (random) weights, not shapes only
     device = "cpu" if live is not None else "meta"
 

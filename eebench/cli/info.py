@@ -31,12 +31,14 @@ def tasks(
 
     from rich.table import Table
 
+    from eebench.models.units import unit_of
+
     table = Table(title=f"{len(specs)} tasks", title_justify="left")
     for col in ("task", "bench", "title", "type", "labels", "metrics", "splits", "hub"):
         table.add_column(col, overflow="fold")
     for s in specs:
         kind = "regression" if s.is_regression else f"{s.num_labels}-way"
-        if s.unit == "token":  # sequence labelling: the files' tag scheme; loaded as IOB2
+        if unit_of(s.unit).per_token:  # sequence labelling: the files' tag scheme; loaded as IOB2
             kind = f"{s.num_labels} tags per word, {s.scheme} files" + (
                 ", read as IOB2" if s.scheme != "IOB2" else "")
         labels = "score" if s.labels is None else " ".join(s.labels)
@@ -46,6 +48,6 @@ def tasks(
         table.add_row(s.name, s.benchmark, s.title, kind, labels, metrics, splits, hub)
     err_console.print(table)
     err_console.print("[dim]bold: main metric; *: dev split carved from train (seeded, stratified)")
-    if any(s.unit == "token" for s in specs):
+    if any(unit_of(s.unit).per_token for s in specs):
         err_console.print("[dim]entity_f1: entity-level micro F1 (seqeval, conlleval's "
                           "chunks); a row is a sentence")

@@ -5,7 +5,7 @@ pieces of words not yet halted, and the special tokens, while the sentence runs)
 
     embeddings(n) + sum_i live_i(q_i, n) + sum_{j <= its exit} head_j(n)
 
-where live_i(q, n) is layer i computed by eebench.models.live_layer: queries, attention output
+where live_i(q, n) is layer i computed by eebench.models.token_halting_layer: queries, attention output
 and feed-forward for q tokens, keys and values for all n, attention q x n. Each exit's head reads
 every token (a halted word's uncertainty counts in its neighbours' windows), so it costs what the
 cost table says at n. live_i is counted, not written down: fvcore and torch's FlopCounterMode
@@ -72,7 +72,7 @@ def _fit(count) -> tuple[int, int, int, int]:
 
 
 def build_live_costs(model, convention: str) -> LiveCosts:
-    """Count every layer of `model` run by eebench.models.live_layer (see the module)."""
+    """Count every layer of `model` run by eebench.models.token_halting_layer (see the module)."""
     from eebench.models.token_halting_layer import check_live, live_layer
 
     check_live(model)

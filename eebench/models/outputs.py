@@ -55,8 +55,6 @@ def collect_exit_logits(model, batches: Iterable[dict],
     return ExitOutputs(logits, torch.cat(lengths)[order].numpy(), lab, signals)
 
 
-
-
 @dataclass
 class TokenOutputs:
     """Every exit's token logits for every sentence of a token task's split, from one pass."""
@@ -64,6 +62,7 @@ class TokenOutputs:
     logits: torch.Tensor  # [E, N, T, C] float32, CPU; T the split's longest sentence, 0-padded
     mask: torch.Tensor  # bool [N, T]: the tokens that count (each word's first piece)
     lengths: np.ndarray  # [N] real token lengths (no padding)
+    labels: list[list[int]] | None = None  # the gold tag id per word (None: unlabelled)
 
 
 @torch.inference_mode()
@@ -83,4 +82,5 @@ def collect_token_logits(model, data, batches: Iterable[dict],
         if progress is not None:
             progress(len(batch["index"]))
     mask = data.counting_mask(range(n), width)
-    return TokenOutputs(logits, mask, np.asarray(data.lengths, dtype=np.int64))
+    return TokenOutputs(logits, mask, np.asarray(data.lengths, dtype=np.int64),
+                        getattr(data, "tags", None))

@@ -2,10 +2,11 @@
 
 A token head is dropout -> linear on each token's hidden state, [B, T, H] -> [B, T, C]: the
 classifier of Hugging Face's `*ForTokenClassification` (no pooler), after a layer. It says so with
-`unit = "token"`; a MultiExitModel whose heads are token heads has `unit == "token"` and returns
+`unit = TOKEN`; a MultiExitModel whose heads are token heads has that unit and returns
 every exit's token logits [E, B, T, C] from `forward` (and [b, T, C] for the rows still running
 from its walk's `step`). Padding and the pieces that do not count (special tokens, a word's later
 pieces) get logits too: the loss (label -100) and the rules (their token mask) ignore them.
+A unit here is its name; eebench.models.units.unit_of gives the object the engine asks.
 """
 
 from __future__ import annotations

@@ -54,7 +54,7 @@ def exit_curve(run: Run, spec: TaskSpec) -> ExitCurve:
     if labels is None:
         raise DataError(f"{run.path / PREDICTIONS_FILE}: no labels in it (an unlabelled split)")
     exits = exit_logits(run)
-    if run.unit == "token":  # logits at the counted words; a word without a piece is O
+    if run.exit_unit.per_token:  # tags at the counted words; a word without a piece is O
         return ExitCurve(layers=np.array([layer for layer, _ in exits]),
                          metrics=tuple(_token_exit_metrics(run, spec, lg, labels)
                                        for _, lg in exits))

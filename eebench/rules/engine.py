@@ -6,18 +6,31 @@ stored logits for each sweep value. `dynamic_inference` is the real thing (batch
 shrinking, or batch size 1): it stops computing for samples that exit. Both call the same
 `ExitRule.step`, so their decisions agree up to float noise; `compare` counts disagreements and
 how many sit within float tolerance of the decision boundary.
+
+`exit_loop` is the one dynamic loop for every model and every exit unit (a label per text, a tag
+per token; eebench.models.units): what differs between units (the shapes, how a rule's state is
+started and cut, what is recorded, what is carried upward when a token halts) it asks the unit.
+Token-level halting (TOKEE, eebench.rules.token_halting) is this loop over a walk that freezes
+the halted tokens' states.
 """
 
 from __future__ import annotations
 
-from collections.abc import Callable, Iterable
+from collections.abc import Callable, Iterable, Sequence
 from contextlib import AbstractContextManager, nullcontext
 from dataclasses import dataclass
+from typing import Any
 
 import numpy as np
 import torch
 
-from eebench.rules.base import ExitRule, select_state
+from eebench.models.exits import ExitWalk
+from eebench.models.units import Agreement, Tracker, model_unit, unit_of
+from eebench.rules.base import ExitRule
+
+__all__ = ["MARGIN_TOLERANCE", "Agreement", "Decisions", "compare", "dynamic_batch",
+           "dynamic_inference", "exit_loop", "predictions_from_logits", "simulate",
+           "simulate_pass"]
 
 # A disagreement between simulation and real inference is excused only this close to the boundary.
 MARGIN_TOLERANCE = 1e-4
@@ -57,85 +70,104 @@ def simulate(rule: ExitRule, logits: torch.Tensor, is_regression: bool,
     return Decisions(exit_index.numpy(), preds.numpy(), margin.numpy())
 
 
+def simulate_pass(rule: ExitRule, out: Any, is_regression: bool = False, unit: Any = None
+                  ) -> Any:
+    """`simulate` over one full pass's outputs, as its unit reads them: Decisions over a
+    sequence model's ExitOutputs, TokenDecisions (eebench.rules.tokens.simulate_tokens) over a
+    token model's TokenOutputs (its counting tokens' mask)."""
+    if unit_of(unit).per_token:
+        from eebench.rules.tokens import simulate_tokens
+
+        return simulate_tokens(rule, out.logits, out.mask)
+    return simulate(rule, out.logits, is_regression, out.signals)
+
+
 @torch.inference_mode()
-def dynamic_batch(model, rule: ExitRule, batch: dict, is_regression: bool, full: bool = False
-                  ) -> tuple[torch.Tensor, torch.Tensor]:
-    """Real early-exit inference on one batch, for any model of the exit protocol
-    (eebench.models.exits): the model walks the batch exit by exit, and after each exit the
-    samples that exit leave it (with the padding columns no remaining sample needs). `full=True`
-    asks only the last exit (a multi-exit model runs all its layers; models run in turn, every
-    model whole): the baseline timed the same way. Returns (exit_index [B], prediction [B]) in
-    batch order."""
+def exit_loop(model, rule: ExitRule, batch: dict, is_regression: bool = False,
+              full: bool = False, counting: torch.Tensor | None = None,
+              walk: ExitWalk | None = None) -> Tracker:
+    """The one dynamic loop, for any model of the exit protocol (eebench.models.exits) and any
+    unit (eebench.models.units: the model's `unit`): the batch walks the model exit by exit; after
+    each exit the rule decides, the unit's tracker records what was decided, the unit carries
+    what halted upward (a walk that freezes pieces copies their states), and the pieces that are
+    done leave the batch (with the padding columns no remaining piece needs). `full=True` asks
+    only the last exit (a multi-exit model runs all its layers; models run in turn, every model
+    whole): the baseline timed the same way. `counting` (a token batch's counting pieces, bool
+    [B, T]) defaults to the unit's reading of the batch; `walk` to the model's own."""
+    unit = model_unit(model)
     device = next(model.parameters()).device
     mask = batch["attention_mask"].to(device)
-    types = batch["token_type_ids"].to(device) if "token_type_ids" in batch else None
-    walk = model.exit_walk(batch["input_ids"].to(device), mask, types)
+    if walk is None:
+        types = batch["token_type_ids"].to(device) if "token_type_ids" in batch else None
+        walk = model.exit_walk(batch["input_ids"].to(device), mask, types)
+    if counting is None:
+        counting = unit.counting(batch)
+    if counting is not None:
+        counting = counting.to(device).bool()
     n, last = mask.shape[0], model.num_exits - 1
     alive = torch.arange(n, device=device)
-    out_exit = torch.full((n,), last, dtype=torch.long, device=device)
-    out_pred = torch.zeros(n, device=device)
-    state = rule.start(n, device)
+    track = unit.tracker(n, counting, last, device, is_regression)
+    state = unit.start(rule, n, counting, device)
     for j in range(model.num_exits):
         out = walk.step(j, emit=not full or j == last)
         if out is None:
             continue
         logits, signals = out
         if j == last:
-            go = torch.ones(len(alive), dtype=torch.bool, device=device)
+            step, go = None, torch.ones(len(alive), dtype=torch.bool, device=device)
         else:
-            step = rule.step(state, j, logits, signals)
+            step = rule.step(unit.fit(state, logits), j, logits, signals)
             go, state = step.exit, step.state
+            unit.carry(walk, step)
         n_exit = int(go.sum())  # one device sync per exit
+        track.record(alive, j, logits, step, go, n_exit)
         if n_exit == 0:
             continue  # nobody leaves: no copies
-        out_exit[alive[go]] = j
-        out_pred[alive[go]] = predictions_from_logits(logits[go], is_regression).float()
         if n_exit == len(alive):
             break
         keep = ~go
-        alive, state = alive[keep], select_state(state, keep)
+        alive, state = alive[keep], unit.cut(state, keep)
         walk.keep(keep)
-    return out_exit.cpu(), out_pred.cpu()
+    return track
 
 
-def dynamic_inference(model, rule: ExitRule, batches: Iterable[dict], n: int, is_regression: bool,
-                      full: bool = False, timer: Callable[[], AbstractContextManager] | None = None
-                      ) -> Decisions:
+@torch.inference_mode()
+def dynamic_batch(model, rule: ExitRule, batch: dict, is_regression: bool = False,
+                  full: bool = False, counting: torch.Tensor | None = None,
+                  walk: Callable[[dict], ExitWalk] | None = None
+                  ) -> tuple[torch.Tensor, torch.Tensor]:
+    """Real early-exit inference on one batch (`exit_loop`; `walk(batch)` a walk other than the
+    model's own, e.g. token halting's). Returns (exit_index [B], prediction: [B] for a sequence
+    model, [B, T] for a token model: the argmax where each counting token was decided, -1
+    elsewhere), in batch order, on the CPU."""
+    return exit_loop(model, rule, batch, is_regression, full, counting,
+                     None if walk is None else walk(batch)).answer()
+
+
+def dynamic_inference(model, rule: ExitRule, batches: Iterable[dict], n: int,
+                      is_regression: bool = False, full: bool = False,
+                      timer: Callable[[], AbstractContextManager] | None = None,
+                      enc: Any = None, walk: Callable[[dict], ExitWalk] | None = None) -> Any:
     """Real early-exit inference over a split of `n` samples, in whatever batch size `batches`
     yields; rows no batch holds stay 0. `timer()` (e.g. a Stopwatch's `time`) brackets each batch,
-    so wall time covers the model alone, not the bookkeeping."""
-    exit_index = np.zeros(n, dtype=np.int64)
-    prediction = np.zeros(n, dtype=np.float64)
+    so wall time covers the model alone, not the bookkeeping. A sequence model gives Decisions;
+    a token model (whose split `enc`, an EncodedWords, says the counting tokens and lengths)
+    a TokenRun. `walk` as for `dynamic_batch`."""
+    unit = model_unit(model)
+    gathered = unit.gather(n, enc, is_regression)
     for batch in batches:
+        counting = unit.counting(batch, enc)
         with timer() if timer is not None else nullcontext():
-            e, p = dynamic_batch(model, rule, batch, is_regression, full=full)
-        idx = batch["index"].cpu().numpy()
-        exit_index[idx], prediction[idx] = e.numpy(), p.numpy()
-    if not is_regression:
-        prediction = prediction.astype(np.int64)
-    return Decisions(exit_index, prediction, np.full(n, np.inf))
+            answer = dynamic_batch(model, rule, batch, is_regression, full=full,
+                                   counting=counting, walk=walk)
+        gathered.add(batch["index"].cpu().tolist(), answer)
+    return gathered.result(Decisions)
 
 
-@dataclass
-class Agreement:
-    compared: int
-    disagreements: int  # exit layer or prediction differ
-    near_threshold: int  # of those, how many sit within MARGIN_TOLERANCE of the boundary
-
-    @property
-    def unexplained(self) -> int:
-        return self.disagreements - self.near_threshold
-
-
-def compare(simulated: Decisions, real: Decisions, indices: np.ndarray | None = None,
-            is_regression: bool = False, atol: float = 1e-4) -> Agreement:
-    """Count samples where real dynamic inference decided otherwise than the simulation."""
-    idx = np.arange(len(simulated.exit_index)) if indices is None else indices
-    same_exit = simulated.exit_index[idx] == real.exit_index[idx]
-    if is_regression:
-        same_pred = np.isclose(simulated.prediction[idx], real.prediction[idx], atol=atol)
-    else:
-        same_pred = simulated.prediction[idx] == real.prediction[idx]
-    bad = ~(same_exit & same_pred)
-    near = bad & (simulated.margin[idx] < MARGIN_TOLERANCE)
-    return Agreement(len(idx), int(bad.sum()), int(near.sum()))
+def compare(simulated: Any, real: Any, indices: Sequence[int] | None = None,
+            is_regression: bool = False, atol: float = 1e-4, unit: Any = None) -> Agreement:
+    """Count pieces where real dynamic inference decided otherwise than the simulation (its
+    unit's way: samples' exit and prediction, or sentences' exit and every counting token's
+    prediction), and how many of them sit within MARGIN_TOLERANCE of the boundary."""
+    return unit_of(unit).agreement(simulated, real, indices, is_regression, atol,
+                                   MARGIN_TOLERANCE)

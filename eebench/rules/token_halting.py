@@ -9,16 +9,19 @@ tokens, its keys and values all tokens. Because a halted word's later states are
 logits of the layers above depend on the decisions taken below: unlike a sentence-level rule,
 TOKEE cannot be replayed over the logits of one full pass, so each sweep value runs the model.
 
-`halting_batch` does it for a batch, in one of two ways that decide alike:
+`halting_batch` does it for a batch with the one dynamic loop (eebench.rules.engine.exit_loop)
+over a `HaltingWalk`: the token unit tells the walk which words halted at each exit (`freeze`),
+and from then on their pieces' states are frozen (copied upward). Two walks that decide alike:
 
 - `live=False` (the exact decisions, any family): every layer runs on all tokens and the halted
-  pieces' states are put back (the copy), as the authors' code computes it;
+  pieces' states are put back (the copy), as the authors' code computes it; a sentence that is
+  done stays in the batch, computing nothing;
 - `live=True` (real dynamic inference, timed): a layer computes only the live tokens
-  (eebench.models.live_layer: BERT-style layers), and sentences that are done leave the batch.
+  (eebench.models.token_halting_layer: BERT-style layers), and sentences that are done leave the batch.
 
 Each exit's head reads every token's state (a halted word's too: with the rule's
 `halted="current"`, as the authors' code, its uncertainty counts in its neighbours' windows).
-Besides the decisions, the loop returns how many pieces each layer computed per sentence, from
+Besides the decisions, the walk counts how many pieces each layer computed per sentence, from
 which eebench.measure counts the per-token FLOPs.
 """
 
@@ -31,10 +34,10 @@ from dataclasses import dataclass
 import numpy as np
 import torch
 
-from eebench.rules.base import select_state
+from eebench.rules.engine import exit_loop
 from eebench.rules.tokens import TokenDecisions, TokenExitRule
 
-__all__ = ["HaltingRun", "halting_batch", "halting_inference"]
+__all__ = ["HaltingRun", "HaltingWalk", "halting_batch", "halting_inference", "halting_walks"]
 
 
 @dataclass
@@ -45,6 +48,79 @@ class HaltingRun:
     live_pieces: np.ndarray  # int [N, L]: the pieces layer i computed for sentence n
 
 
+class HaltingWalk:
+    """A token model's walk in which halted words' pieces keep their states (an ExitWalk of
+    eebench.models.exits, plus `freeze`). `owner` long [B, T]: each piece's word's first piece
+    (-1 for special tokens and padding). `computed` long [B, L]: the pieces each layer computed
+    per sentence."""
+
+    def __init__(self, model, ids: torch.Tensor, attention: torch.Tensor,
+                 types: torch.Tensor | None, owner: torch.Tensor, live: bool = False):
+        if live:
+            from eebench.models.token_halting_layer import check_live
+
+            check_live(model)
+        self.model, self.live, self.done = model, live, 0
+        self.hidden, self.inputs = model.embed(ids, attention, types)
+        n, width = attention.shape
+        self.real, self.own = attention.bool(), owner.to(attention.device)
+        self.halted = torch.zeros((n, width), dtype=torch.bool, device=attention.device)
+        self.rows = torch.arange(n, device=attention.device)  # the batch's rows still running
+        self.running = torch.ones(n, dtype=torch.bool, device=attention.device)
+        self.computed = torch.zeros((n, model.exit_layers[-1]), dtype=torch.long,
+                                    device=attention.device)
+
+    @classmethod
+    def of(cls, model, batch: dict, owner: torch.Tensor, live: bool = False) -> HaltingWalk:
+        """The walk of one batch (its tensors moved to the model's device)."""
+        device = next(model.parameters()).device
+        types = batch["token_type_ids"].to(device) if "token_type_ids" in batch else None
+        return cls(model, batch["input_ids"].to(device), batch["attention_mask"].to(device),
+                   types, owner.to(device), live=live)
+
+    def _here(self, x: torch.Tensor) -> torch.Tensor:
+        """Of a tensor over the walk's rows, the rows still running (every row, live)."""
+        return x if self.live else x[self.rows]
+
+    def step(self, j: int, emit: bool) -> tuple[torch.Tensor, dict[str, torch.Tensor]] | None:
+        m = self.model
+        for i in range(self.done, m.exit_layers[j]):
+            frozen = (self.own >= 0) & self.halted.gather(1, self.own.clamp(min=0))
+            running = self.real & ~frozen & self.running[:, None]
+            self.computed[self.rows, i] = self._here(running.sum(1))
+            if self.live:
+                from eebench.models.token_halting_layer import live_layer
+
+                self.hidden = live_layer(m.layers[i], self.hidden, self.inputs.attention_mask,
+                                         running)
+            else:
+                self.hidden = torch.where(running[..., None], m.layer(i, self.hidden,
+                                                                      self.inputs), self.hidden)
+        self.done = m.exit_layers[j]
+        if not emit:
+            return None
+        logits = m.head(j, self.hidden, self.real.long())  # [b, T, C]: every token's
+        return self._here(logits), {}
+
+    def freeze(self, halt: torch.Tensor) -> None:
+        """The counting tokens `halt` [rows running, T] halted: their words' pieces stop."""
+        if self.live:
+            self.halted |= halt
+        else:
+            self.halted[self.rows] |= halt
+
+    def keep(self, rows: torch.Tensor) -> None:
+        self.rows = self.rows[rows]
+        if self.live:  # sentences that are done leave the batch
+            width = self.real.shape[1]
+            self.hidden, self.inputs = self.hidden[rows], self.inputs.cut(rows, width)
+            self.real, self.own, self.halted = self.real[rows], self.own[rows], self.halted[rows]
+            self.running = self.running[rows]
+        else:  # they stay, computing nothing
+            self.running = torch.zeros_like(self.running)
+            self.running[self.rows] = True
+
+
 @torch.inference_mode()
 def halting_batch(model, rule: TokenExitRule, batch: dict, mask: torch.Tensor,
                   owner: torch.Tensor, live: bool = False
@@ -53,65 +129,19 @@ def halting_batch(model, rule: TokenExitRule, batch: dict, mask: torch.Tensor,
     `owner` long [B, T]: each piece's word's first piece (-1 for special tokens and padding).
     Returns the decisions (as eebench.rules.tokens.simulate_tokens gives them) and the pieces
     each layer computed per sentence, long [B, L], both on the CPU."""
-    device = next(model.parameters()).device
-    attention = batch["attention_mask"].to(device)
-    types = batch["token_type_ids"].to(device) if "token_type_ids" in batch else None
-    mask, owner = mask.to(device).bool(), owner.to(device)
-    if live:
-        from eebench.models.token_halting_layer import check_live, live_layer
+    walk = HaltingWalk.of(model, batch, owner, live=live)
+    track = exit_loop(model, rule, batch, counting=mask, walk=walk)
+    return TokenDecisions(*track.decisions()), walk.computed.cpu()
 
-        check_live(model)
-    hidden, inputs = model.embed(batch["input_ids"].to(device), attention, types)
-    n, width = mask.shape
-    last, layers = model.num_exits - 1, model.exit_layers[-1]
-    exit_of = {k: j for j, k in enumerate(model.exit_layers)}
-    exit_index = torch.full((n,), last, dtype=torch.long, device=device)
-    token_exit = torch.full((n, width), last, dtype=torch.long, device=device)
-    prediction = torch.full((n, width), -1, dtype=torch.long, device=device)
-    margin = torch.full((n, width), float("inf"), device=device)
-    computed = torch.zeros((n, layers), dtype=torch.long, device=device)
-    alive = torch.arange(n, device=device)  # the batch's rows still running (live mode)
-    state = rule.start_tokens(mask)
-    done = torch.zeros(n, dtype=torch.bool, device=device)
-    real, own = attention.bool(), owner
-    for i in range(layers):
-        frozen = (own >= 0) & state["halted"].gather(1, own.clamp(min=0))  # halted words' pieces
-        running = real & ~frozen & ~done[:, None]
-        computed[alive, i] = running.sum(1)
-        if live:
-            hidden = live_layer(model.layers[i], hidden, inputs.attention_mask, running)
-        else:
-            hidden = torch.where(running[..., None], model.layer(i, hidden, inputs), hidden)
-        j = exit_of.get(i + 1)
-        if j is None:
-            continue
-        logits = model.head(j, hidden, real.long())  # [b, T, C]: every token's
-        here = state["mask"] & ~state["halted"] & ~done[:, None]  # words still running
-        if j == last:
-            token_exit[alive] = torch.where(here, j, token_exit[alive])
-            prediction[alive] = torch.where(here, logits.argmax(-1), prediction[alive])
-            break
-        step = rule.step(state, j, logits)
-        rows = alive[:, None].expand(-1, width)
-        margin[alive] = torch.where(here, torch.minimum(margin[alive],
-                                                        step.token_margin.float()), margin[alive])
-        newly = step.halt & here
-        token_exit[rows[newly], newly.nonzero()[:, 1]] = j
-        prediction[rows[newly], newly.nonzero()[:, 1]] = logits.argmax(-1)[newly]
-        now = step.exit & ~done
-        exit_index[alive[now]] = j
-        state, done = step.state, done | now
-        if bool(done.all()):
-            break
-        if live and bool(done.any()):  # sentences that are done leave the batch
-            keep = ~done
-            alive, state, done = alive[keep], select_state(state, keep), done[keep]
-            hidden, inputs = hidden[keep], inputs.cut(keep, width)
-            real, own = real[keep], own[keep]
-    gone = torch.tensor(-1, device=device)
-    decisions = TokenDecisions(exit_index.cpu(), token_exit.where(mask, gone).cpu(),
-                               prediction.where(mask, gone).cpu(), margin.cpu())
-    return decisions, computed.cpu()
+
+def halting_walks(model, enc, live: bool = False) -> Callable[[dict], HaltingWalk]:
+    """The halting walk of each batch of `enc` (an EncodedWords: its pieces' owners), for the one
+    loop's `walk` (eebench.rules.engine.dynamic_batch, dynamic_inference)."""
+    def walk(batch: dict) -> HaltingWalk:
+        rows, width = batch["index"].tolist(), batch["input_ids"].shape[1]
+        return HaltingWalk.of(model, batch, enc.piece_owner(rows, width), live=live)
+
+    return walk
 
 
 def halting_inference(model, rule: TokenExitRule, batches: Iterable[dict], n: int, width: int,

@@ -201,14 +201,15 @@ class TokenDecisions:
     margin: torch.Tensor  # float [N, T]: smallest margin of its decisions up to its halt
 
 
-def simulate_tokens(rule: TokenExitRule, logits: torch.Tensor, mask: torch.Tensor
+def simulate_tokens(rule: ExitRule, logits: torch.Tensor, mask: torch.Tensor
                     ) -> TokenDecisions:
     """Replay a token rule over stored logits [E, N, T, C] of sentences whose counting tokens
     are `mask` [N, T]; at the last exit every token still running halts (the rule is not
     asked there, as in the authors' loops)."""
     num_exits, n, t = logits.shape[:3]
-    state = rule.start_tokens(mask.to(logits.device))
-    mask = state["mask"]
+    mask = mask.to(logits.device).bool()
+    start = getattr(rule, "start_tokens", None)  # a rule of one decision per sentence: start(n)
+    state = start(mask) if start is not None else rule.start(n, logits.device)
     exit_index = torch.full((n,), num_exits - 1, dtype=torch.long, device=logits.device)
     token_exit = torch.full((n, t), num_exits - 1, dtype=torch.long, device=logits.device)
     margin = torch.full((n, t), math.inf, device=logits.device)
@@ -217,8 +218,12 @@ def simulate_tokens(rule: TokenExitRule, logits: torch.Tensor, mask: torch.Tenso
         step = rule.step(state, j, logits[j])
         state = step.state
         running = mask & (token_exit == num_exits - 1) & ~done[:, None]
-        margin = torch.where(running, torch.minimum(margin, step.token_margin.float()), margin)
-        token_exit[running & step.halt] = j
+        token_margin = getattr(step, "token_margin", None)
+        if token_margin is None:  # a sentence's decision is each of its tokens'
+            token_margin = step.margin[:, None].expand(n, t)
+        margin = torch.where(running, torch.minimum(margin, token_margin.float()), margin)
+        halt = getattr(step, "halt", None)
+        token_exit[running & (step.exit[:, None] if halt is None else halt)] = j
         now = ~done & step.exit
         exit_index[now] = j
         done |= now

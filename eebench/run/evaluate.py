@@ -17,10 +17,16 @@ import numpy as np
 from eebench.measure.quality import exited_logits, point_quality
 from eebench.methods.base import JOINT, Variant, get_method
 from eebench.models.exits import exit_paths
-from eebench.models.outputs import collect_exit_logits
+from eebench.models.units import model_unit
 from eebench.rules.base import ExitRule, FixedRule
 from eebench.rules.catalog import ModelFacts, get_rule
-from eebench.rules.engine import Decisions, compare, dynamic_batch, dynamic_inference, simulate
+from eebench.rules.engine import (
+    Decisions,
+    compare,
+    dynamic_batch,
+    dynamic_inference,
+    simulate_pass,
+)
 from eebench.run.artifacts import OperatingPoint, RuleRecord, RunConfig, Timing
 from eebench.run.config import TimingConfig
 from eebench.tasks.spec import TaskSpec
@@ -57,26 +63,30 @@ class FullPass:
 def full_pass(cfg: RunConfig, spec: TaskSpec, ckpt_dirs: list[Path], eval_ex, opts
               ) -> FullPass:
     """Load the checkpoints of a variant's models (one, or several run in turn), combine them
-    into the one model the method measures, and run it once over the split (see FullPass)."""
-    from eebench.data.batching import encode, eval_batches
+    into the one model the method measures, and run it once over the split (see FullPass): its
+    unit (eebench.models.units) says how the split is encoded and what the pass keeps."""
+    from eebench.data.batching import eval_batches
+    from eebench.data.tokens import encode_for
     from eebench.measure.cost_table import build_cost_table
     from eebench.measure.params import params_per_exit
     from eebench.train.checkpoint import load_trained
 
     loaded = [load_trained(d) for d in ckpt_dirs]  # one backbone: one tokenizer
     model = get_method(cfg.method, **cfg.method_settings).combine([m for m, _, _ in loaded])
+    unit = model_unit(model)
     tokenizer = loaded[0][1]
-    enc = encode(eval_ex, tokenizer, cfg.max_seq_length, spec.is_regression)
+    enc = encode_for(spec, eval_ex, tokenizer, cfg.max_seq_length)
     task = _progress_task(opts, f"{cfg.method} {cfg.task}: full pass", len(enc))
-    out = collect_exit_logits(model, eval_batches(enc, opts.eval_batch_size, sort_by_length=True),
-                              progress=lambda k: _advance(opts, task, k))
+    out = unit.collect(model, enc, eval_batches(enc, opts.eval_batch_size, sort_by_length=True),
+                       progress=lambda k: _advance(opts, task, k))
     table = build_cost_table(model, max_len=int(out.lengths.max()),
                              convention=cfg.flops_convention)
     subset = _timing_subset(len(enc), cfg.timing.samples, seed=0)
     baseline = _real_inference(model, FixedRule(exit=False), enc, subset, cfg.timing, spec,
                                full=True)[0] if cfg.timing.full_once else []
     facts = ModelFacts(spec.is_regression, model.num_labels, model.temperatures(),
-                       model.signal_names, dict(model.method_settings))
+                       model.signal_names, dict(model.method_settings),
+                       num_exits=model.num_exits)
     return FullPass(model, enc, out, table, params_per_exit(model), subset, baseline, facts)
 
 
@@ -120,46 +130,93 @@ def rule_record(cfg: RunConfig, method: Any, spec: TaskSpec) -> RuleRecord:
                         settings=rule_settings(cfg, method) or None)
 
 
+def _halts(cfg: RunConfig, method: Any) -> bool:
+    """Whether the run's rule (its own, or the one it names) halts tokens on their own (TOKEE):
+    a halted token's state is copied upward, so the outputs above depend on the decisions below
+    and the rule is not replayed over the pass: each sweep value runs the model (with the copies,
+    eebench.rules.token_halting) and its FLOPs are counted per token."""
+    name = cfg.rule or method.rule
+    return bool(name) and getattr(get_rule(name), "halts_tokens", False)
+
+
+def _live_costs(fp: FullPass, convention: str) -> Any:
+    """The per-token layer costs of the pass's model, counted once per pass."""
+    if fp.live_costs is None:
+        from eebench.measure.token_flops import build_live_costs, check_full
+
+        fp.live_costs = build_live_costs(fp.model, convention)
+        check_full(fp.live_costs, fp.table)
+    return fp.live_costs
+
+
+def _decide(rule: ExitRule, fp: FullPass, spec: TaskSpec, halts: bool, batch_size: int
+            ) -> tuple[Any, np.ndarray | None]:
+    """A point's decisions over the split, and the pieces each layer computed where tokens
+    halt on their own (None: replayed over the pass)."""
+    if not halts:
+        return simulate_pass(rule, fp.out, spec.is_regression, model_unit(fp.model)), None
+    from eebench.data.batching import eval_batches
+    from eebench.rules.token_halting import halting_inference
+
+    def counting(batch: dict):
+        rows, width = batch["index"].tolist(), batch["input_ids"].shape[1]
+        return fp.enc.counting_mask(rows, width), fp.enc.piece_owner(rows, width)
+
+    run = halting_inference(fp.model, rule, eval_batches(fp.enc, batch_size, sort_by_length=True),
+                            len(fp.enc), max(fp.enc.lengths), counting, live=False)
+    return run.decisions, run.live_pieces
+
+
 def sweep_variant(cfg: RunConfig, variant: Variant, spec: TaskSpec, fp: FullPass,
                   full_layers: int, opts) -> Measured:
     """Every sweep value of the run's rule over one full pass: the simulated decisions and their
     metrics, FLOPs and quality, each checked against real dynamic inference and timed with it
-    (at every point, or at those `[timing] points` picks: the others have no timings)."""
-    from eebench.tasks.metrics import compute_metrics
-
+    (at every point, or at those `[timing] points` picks: the others have no timings). What is
+    scored, stored and counted is the model's unit's (eebench.models.units): a label per text,
+    or a tag per word (entity F1 over every word, a cut word predicted O)."""
     model, out, table, params, subset = fp.model, fp.out, fp.table, fp.params, fp.subset
+    unit = model_unit(model)
     named, make_rule = rule_for(cfg, variant, fp.facts)
+    halts = _halts(cfg, variant.method)
     values = variant.values if cfg.rule is None else tuple(cfg.sweep)
     sweep_task = _progress_task(opts, f"{cfg.label} {cfg.task}: sweep, check, time", len(values))
-    points, exit_layers, preds = [], [], []
-    # Class ids (predictions, labels) fit in int16 like the exit layers: a quarter of int64, for
-    # run directories that are committed; regression scores stay float32.
-    ids_dtype = np.float32 if spec.is_regression else np.int16
+    points, exit_layers, stored = [], [], []
     exit_layer_of = np.asarray(model.exit_layers)
     logits_np = out.logits.numpy()
     # The full-depth prediction of a joint model is its last exit's; a method that trains one model
     # per depth has it in another variant, so `eebench score` fills those fields in.
-    full_pred = logits_np[-1].argmax(-1) if variant.name == JOINT else None
+    full_pred = logits_np[-1].argmax(-1) if variant.name == JOINT and unit.scores_quality else None
     # calibration and NLL of the probabilities the rule reads: z / T_j where it reads temperatures
     quality_logits = logits_np
     rule_name = cfg.rule or variant.method.rule  # static has none: one exit per model
     if rule_name and "temperatures" in get_rule(rule_name).needs:
         temps = np.asarray(fp.facts.temperatures, dtype=logits_np.dtype)
         quality_logits = logits_np / temps[:, None, None]
+    walk = None
+    if halts:  # real inference computes the live tokens only and drops finished sentences
+        from eebench.rules.token_halting import halting_walks
+
+        walk = halting_walks(model, fp.enc, live=True)
     for value in values:
         rule = make_rule(value)
-        dec = simulate(rule, out.logits, spec.is_regression, out.signals)
-        layers = exit_layer_of[dec.exit_index]
-        flops = table.per_sample_flops(dec.exit_index, out.lengths)
+        dec, live_pieces = _decide(rule, fp, spec, halts, opts.eval_batch_size)
+        exit_index = np.asarray(dec.exit_index)
+        layers = exit_layer_of[exit_index]
+        flops = unit.flops_along(table, exit_index, out.lengths, live_pieces,
+                                 _live_costs(fp, cfg.flops_convention) if halts else None)
+        answers = unit.answers(fp.enc, dec.prediction)
         labelled = out.labels is not None
-        metrics = compute_metrics(spec, dec.prediction, out.labels) if labelled else {}
+        metrics = unit.score(spec, answers, out.labels) if labelled else {}
         # real dynamic inference on the subset: checked against the simulation, and timed at
         # the points `[timing] points` picks (every point by default)
         timing = cfg.timing.at(value, cfg.sweep)
-        timings, real = _real_inference(model, rule, fp.enc, subset, timing, spec, full=False)
-        checks = [compare(dec, r, subset, spec.is_regression) for r in real]
+        timings, real = _real_inference(model, rule, fp.enc, subset, timing, spec, full=False,
+                                        walk=walk)
+        checks = [compare(dec, r, subset, spec.is_regression, unit=unit) for r in real]
         agreement = max(checks, key=lambda c: c.disagreements)
         avg = float(layers.mean())
+        quality = _quality(quality_logits, dec, full_pred, out.labels,
+                           spec.is_regression) if unit.scores_quality else {}
         points.append(OperatingPoint(
             method=cfg.label, variant=variant.name, task=cfg.task, split=cfg.split, seed=cfg.seed,
             sweep=named(value), n_samples=len(layers),
@@ -169,21 +226,20 @@ def sweep_variant(cfg: RunConfig, variant: Variant, spec: TaskSpec, fp: FullPass
             flops_convention=cfg.flops_convention, mean_flops=float(flops.mean()),
             mean_mflops=float(flops.mean()) / 1e6, speedup=full_layers / avg,
             layer_saving=1 - avg / full_layers, params_total=params.total,
-            params_mean_used=float(params.mean_used(dec.exit_index)),
+            params_mean_used=float(params.mean_used(exit_index)),
             timings=timings + fp.baseline if timing.enabled else [],
             disagreements=agreement.disagreements,
             disagreements_near_threshold=agreement.near_threshold,
-            **_quality(quality_logits, dec, full_pred, out.labels, spec.is_regression),
+            **quality,
         ))
         exit_layers.append(layers.astype(np.int16))
-        preds.append(dec.prediction.astype(ids_dtype))
+        stored.append(unit.stored_point(fp.enc, answers, getattr(dec, "token_exit", None),
+                                        exit_layer_of, spec.is_regression))
         _advance(opts, sweep_task, 1)
-    arrays = {"exit_layer": np.stack(exit_layers), "prediction": np.stack(preds),
-              "lengths": out.lengths.astype(np.int32)}
-    if out.labels is not None:
-        labels = np.asarray(out.labels)
-        arrays["labels"] = labels if spec.is_regression else labels.astype(np.int16)
     # one row per point; the caller concatenates variants along the point axis
+    arrays = {"exit_layer": np.stack(exit_layers),
+              **{k: np.stack([s[k] for s in stored]) for k in stored[0]},
+              **unit.stored_split(fp.enc, out, spec.is_regression)}
     # and what the rule read of the model, so that every decision re-derives from the run alone
     temperatures = fp.facts.temperatures
     structure = {"exit_layers": list(model.exit_layers),
@@ -194,8 +250,8 @@ def sweep_variant(cfg: RunConfig, variant: Variant, spec: TaskSpec, fp: FullPass
                                 for path in exit_paths(model)],
                  "temperatures": None if temperatures is None else [float(t) for t in temperatures],
                  "settings": dict(fp.facts.settings)}
-    return Measured(points, arrays, logits_np, structure,
-                    {k: v.numpy() for k, v in out.signals.items()})
+    return Measured(points, arrays, unit.stored_logits(out), structure,
+                    {k: v.numpy() for k, v in getattr(out, "signals", {}).items()})
 
 
 def _quality(logits: np.ndarray, dec: Decisions, full_pred: np.ndarray | None, labels,
@@ -225,22 +281,28 @@ def _batches(enc, subset: np.ndarray, bs: int) -> list[dict]:
 
 
 def _real_inference(model, rule: ExitRule, enc, subset: np.ndarray, timing: TimingConfig,
-                    spec: TaskSpec, full: bool) -> tuple[list[Timing], list[Decisions]]:
+                    spec: TaskSpec, full: bool, walk: Any = None
+                    ) -> tuple[list[Timing], list[Any]]:
     """Real inference over the subset at each timing batch size: wall time per batch (raw values
     kept) and the decisions it took, in split positions (rows outside the subset stay 0). With
-    `timing.baseline` "paired", a point's timings hold the full model's too, timed beside it."""
+    `timing.baseline` "paired", a point's timings hold the full model's too, timed beside it.
+    `walk(batch)`: a walk other than the model's own (token halting's)."""
+    unit = model_unit(model)
     beside = None
     if timing.full_beside and not full:
         no_exit = FixedRule(exit=False)
 
         def beside(b: dict) -> None:
-            dynamic_batch(model, no_exit, b, spec.is_regression, full=True)
+            dynamic_batch(model, no_exit, b, spec.is_regression, full=True,
+                          counting=unit.counting(b, enc))
 
     return timed_inference(
         model, enc, subset, timing, full,
-        warm=lambda b: dynamic_batch(model, rule, b, spec.is_regression, full=full),
+        warm=lambda b: dynamic_batch(model, rule, b, spec.is_regression, full=full,
+                                     counting=unit.counting(b, enc), walk=walk),
         infer=lambda batches, timer: dynamic_inference(model, rule, batches, len(enc),
-                                                       spec.is_regression, full, timer=timer),
+                                                       spec.is_regression, full, timer=timer,
+                                                       enc=enc, walk=walk),
         beside=beside)
 
 

@@ -173,11 +173,9 @@ def _execute(cfgs: list[RunConfig], opts: RunOptions, run_dirs: list[Path],
     variants = method.variants(cfg.sweep if cfg.rule is None else [])
     full_layers = cfg.weights.num_layers if imported else backbone_layers(cfg.model)
 
+    # one pass and one sweep for every unit (a label per text, a tag per word): the model's unit
+    # says what is read, scored and stored (eebench.models.units)
     from eebench.run.evaluate import full_pass, rule_record, sweep_variant
-
-    if spec.unit == "token":  # a tag per word: entity F1, a decision per sentence
-        from eebench.run.evaluate_tokens import sweep_tokens as sweep_variant  # noqa: F811
-        from eebench.run.evaluate_tokens import token_pass as full_pass  # noqa: F811
 
     # each variant's models (one, or several run in turn), all trained before any is measured
     ckpt_dirs = [[_imported(cfg, v.method, opts)] for v in variants] if imported else _train_all(

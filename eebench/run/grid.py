@@ -284,7 +284,7 @@ def _check_length(config: BenchConfig, trained: TaskSpec, evaluated: TaskSpec) -
 
 def _check_halting(rule: str, model: str) -> None:
     """A rule whose words halt on their own runs live on BERT-style layers only
-    (eebench.models.live_layer): refused in one line before anything trains."""
+    (eebench.models.token_halting_layer): refused in one line before anything trains."""
     from eebench.models.token_halting_layer import LIVE_FAMILIES
     from eebench.rules.catalog import get_rule
     from eebench.run.names import backbone_family

@@ -114,7 +114,9 @@ def _rederive(run: RunFiles) -> Rederived:
 
     if run.summary is None:
         raise DataError(f"{run.path}: not a finished run (no {SUMMARY_FILE})")
-    if run.config.method_settings.get("unit") == "token":
+    from eebench.models.units import unit_of
+
+    if not unit_of(run.config.method_settings.get("unit")).stores_logits:
         raise DataError(f"{run.path}: a token run stores each exit's tags, not the uncertainties "
                         "its rule read: its decisions are not re-derived from its files",
                         hint="its scores are: seqeval on the stored tags (tests/test_token_run.py)")

@@ -20,6 +20,7 @@ from pathlib import Path
 import numpy as np
 
 from eebench.errors import DataError
+from eebench.models.units import Unit, unit_of
 from eebench.run.artifacts import (
     CONFIG_FILE,
     POINTS_FILE,
@@ -56,7 +57,12 @@ class Run:
     def unit(self) -> str:
         """What its exits decide about: "sequence" (a text), or "token" (sequence labelling:
         its `prediction` rows are a tag per word, the split's words in order)."""
-        return str(self.config.method_settings.get("unit", "sequence"))
+        return self.exit_unit.name
+
+    @property
+    def exit_unit(self) -> Unit:
+        """Its exit unit as the object the engine asks (eebench.models.units)."""
+        return unit_of(self.config.method_settings.get("unit"))
 
     def variant_of(self, point: OperatingPoint) -> VariantRecord:
         """The recorded model a point was measured on."""
@@ -85,7 +91,7 @@ class Run:
         run a tag per word of each sentence (`by_sentence`)."""
         got = self._arrays("labels", "words")
         labels = got.get("labels")
-        if labels is None or self.unit != "token":
+        if labels is None or not self.exit_unit.per_token:
             return labels
         return self.by_sentence(labels, got.get("words"))
 

@@ -38,7 +38,7 @@ DEFAULT_BUDGETS = (25.0, 50.0, 75.0, 100.0)
 def _exits(run: Run) -> tuple[list[int], list[np.ndarray]] | None:
     """A run's exits by depth: their layers and logits [N, C] (None: regression, or no variants
     or exit logits recorded)."""
-    if not run.variants or run.unit == "token":  # a tag per word: no text's calibration
+    if not run.variants or not run.exit_unit.scores_quality:  # a tag per word: no calibration
         return None
     arrays = run.predictions()
     if any(v.logits_key not in arrays for v in run.variants):

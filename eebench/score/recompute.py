@@ -74,7 +74,7 @@ def _check_metrics(run: Run, spec: TaskSpec, claimed: dict[str, float], predicte
 
     if labels is None:
         raise DataError(f"{line}: metrics given, but {where} holds no labels to give them")
-    rows = run.by_sentence(predicted) if run.unit == "token" else predicted
+    rows = run.by_sentence(predicted) if run.exit_unit.per_token else predicted
     try:
         given = compute_metrics(spec, rows, labels)
     except EebenchError as e:  # the arrays do not fit together (sizes)

@@ -49,7 +49,9 @@ def export_conll(run_dir: Path, out_dir: Path, data_dir: Path | None) -> list[Co
     run_dir, out_dir = Path(run_dir), Path(out_dir)
     files = verify_run(run_dir)  # finished, its files as its summary recorded them
     cfg, spec = files.config, get_task(files.config.task)
-    if spec.unit != "token":
+    from eebench.models.units import unit_of
+
+    if not unit_of(spec.unit).per_token:
         raise UsageError(f"{run_dir}: a run on {cfg.task}, which labels texts",
                          hint="eebench export-elue writes a text task's test files")
     from safetensors.numpy import load_file

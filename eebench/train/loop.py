@@ -56,24 +56,15 @@ def evaluate_exits(model: torch.nn.Module, data: Any, spec: TaskSpec, batch_size
                    device: Any) -> list[dict[str, float]]:
     """Every exit's dev metrics from one batched pass (no RNG is used: training is unaffected)."""
     from eebench.data.batching import eval_batches
-    from eebench.models.outputs import collect_exit_logits
-    from eebench.rules.engine import predictions_from_logits
-    from eebench.tasks.metrics import compute_metrics
+    from eebench.models.units import unit_of
 
     was_training = model.training
-    if spec.unit == "token":  # a tag per word, scored on entities
-        from eebench.models.outputs import collect_token_logits
-        from eebench.tasks.seqlabel import token_metrics
-
-        out = collect_token_logits(model, data, eval_batches(data, batch_size,
-                                                             sort_by_length=True))
-        model.train(was_training)
-        preds = out.logits.argmax(-1).where(out.mask, -1).numpy()  # [E, N, T]
-        return [token_metrics(spec, data.predictions_per_word(p), data.tags) for p in preds]
-    out = collect_exit_logits(model, eval_batches(data, batch_size, sort_by_length=True))
+    unit = unit_of(spec.unit)  # a label per text, or a tag per word scored on entities
+    out = unit.collect(model, data, eval_batches(data, batch_size, sort_by_length=True))
     model.train(was_training)
-    preds = predictions_from_logits(out.logits, spec.is_regression)
-    return [compute_metrics(spec, preds[j].numpy(), list(data.labels)) for j in range(len(preds))]
+    preds = unit.read(out.logits, spec.is_regression)  # [E, N], or [E, N, T]
+    gold = unit.gold(data)
+    return [unit.score(spec, unit.answers(data, preds[j]), gold) for j in range(len(preds))]
 
 
 def _inputs(batch: dict) -> dict:

@@ -53,13 +53,15 @@ class LocalEngine(Engine):
         """Nothing to submit: `wait` runs the cells."""
 
     def wait(self, handles: list[Handle]) -> dict[str, CellOutcome]:
+        from eebench.models.units import unit_of
+
         opts = run_options(self.worker, console=self.console, progress=self.progress)
         outcomes: dict[str, CellOutcome] = {}
         for h in handles:
             cell, started = h.cell, time.perf_counter()
             rc = cell.config
             shift = f" trained on {rc.train_task}" if rc.train_task else ""
-            heads = ("token heads" if rc.method_settings.get("unit") == "token"
+            heads = ("token heads" if unit_of(rc.method_settings.get("unit")).per_token
                      else f"{rc.pooling} pooling")
             late = self._late(cell)
             if late is not None:
