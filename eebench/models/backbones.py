@@ -418,3 +418,33 @@ def encoder_parts(model: Any) -> Parts:
     from eebench.models.families import family_of
 
     return family_of(model.config).parts(model)
+
+
+# --------------------------------------------------------------------------------- decoders
+def load_causal_lm(name: str, attn_implementation: str = "eager") -> nn.Module:
+    """The pretrained causal LM `name` (a registered decoder, a local decoder directory or a hub
+    id), in eval mode; weights missing from the checkpoint are refused, never filled in at
+    random (eebench.models.decoders: the families, SmolLM2's conversion)."""
+    from transformers import AutoModelForCausalLM
+
+    with decoders.quiet():
+        model, info = from_pretrained(AutoModelForCausalLM.from_pretrained, name,
+                                      check_dir=decoders.check_decoder_dir,
+                                      hint=decoders.DECODER_HINT, use_safetensors=True,
+                                      output_loading_info=True,
+                                      attn_implementation=attn_implementation)
+    decoders.decoder_family(model.config)
+    check_loaded(name, info)
+    return model.eval()
+
+
+def load_decoder_tokenizer(name: str) -> Any:
+    """The decoder's fast tokenizer."""
+    from transformers import AutoTokenizer
+
+    with decoders.quiet():
+        tok = from_pretrained(AutoTokenizer.from_pretrained, name,
+                              check_dir=decoders.check_decoder_dir, hint=decoders.DECODER_HINT)
+    if not getattr(tok, "is_fast", False):
+        raise EebenchError(f"decoder {name!r} has no fast tokenizer (tokenizer.json)")
+    return tok

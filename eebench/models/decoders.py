@@ -13,6 +13,9 @@ A decoder `--model` value is one of
   hub id: loaded by `from_pretrained` (offline and not cached: one line);
 - a local model directory of a decoder family (config.json, model.safetensors, tokenizer).
 
+Loading is eebench.models.backbones' (`load_causal_lm`, `load_decoder_tokenizer`), as for every
+backbone; what a local decoder directory must hold is `check_decoder_dir`, here.
+
 A decoder *family* says where a causal LM's parts sit (`DECODER_FAMILIES`, plain data): the
 token embeddings, the layers, the final norm, the LM head and the rotary position embedding. It is
 not one of the encoder `FAMILIES` (eebench.models.families): a decoder has no pooler, its layers
@@ -154,7 +157,7 @@ def convert_gguf(gguf: Path, target: Path) -> None:
 
     tmp = Path(tempfile.mkdtemp(dir=target.parent, prefix=f".{target.name}."))
     try:
-        with _quiet():
+        with quiet():
             try:
                 model = AutoModelForCausalLM.from_pretrained(str(gguf.parent),
                                                              gguf_file=gguf.name)
@@ -173,7 +176,7 @@ def convert_gguf(gguf: Path, target: Path) -> None:
         shutil.rmtree(tmp, ignore_errors=True)
 
 
-class _quiet:
+class quiet:
     """transformers' load reports and progress bars off (progress is the caller's to show)."""
 
     def __enter__(self) -> None:
@@ -212,37 +215,6 @@ def check_decoder_dir(path: Path) -> None:
     if not (path / "tokenizer.json").is_file():
         raise DataError(f"{path}: no tokenizer.json",
                         hint="save the tokenizer next to the weights")
-
-
-def load_causal_lm(name: str, attn_implementation: str = "eager") -> nn.Module:
-    """The pretrained causal LM `name` (a registered decoder, a local directory or a hub id), in
-    eval mode; weights missing from the checkpoint are refused, never filled in at random."""
-    from transformers import AutoModelForCausalLM
-
-    from eebench.models.backbones import check_loaded, from_pretrained
-
-    with _quiet():
-        model, info = from_pretrained(AutoModelForCausalLM.from_pretrained, name,
-                                      check_dir=check_decoder_dir, hint=DECODER_HINT,
-                                      use_safetensors=True, output_loading_info=True,
-                                      attn_implementation=attn_implementation)
-    decoder_family(model.config)
-    check_loaded(name, info)
-    return model.eval()
-
-
-def load_decoder_tokenizer(name: str) -> Any:
-    """The decoder's fast tokenizer."""
-    from transformers import AutoTokenizer
-
-    from eebench.models.backbones import from_pretrained
-
-    with _quiet():
-        tok = from_pretrained(AutoTokenizer.from_pretrained, name, check_dir=check_decoder_dir,
-                              hint=DECODER_HINT)
-    if not getattr(tok, "is_fast", False):
-        raise EebenchError(f"decoder {name!r} has no fast tokenizer (tokenizer.json)")
-    return tok
 
 
 # ---------------------------------------------------------------------- a tiny random Llama
@@ -287,7 +259,7 @@ def tiny_decoder_dir(path: Path, seed: int = 0, num_layers: int = 4) -> Path:
     """Write the tiny Llama and its byte tokenizer into `path`: a decoder model directory the
     real loader (`load_causal_lm`, `load_decoder_tokenizer`) reads like a pretrained one."""
     path = Path(path)
-    with _quiet():
+    with quiet():
         tiny_causal_lm(seed, num_layers).save_pretrained(str(path))
         tiny_tokenizer().save_pretrained(str(path))
     return path
