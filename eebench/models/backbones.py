@@ -407,7 +407,9 @@ def recommended_lr(name: str) -> float | None:
 
 
 def resolve_pooling(name: str, pooling: str | None) -> str:
-    """The pooling to build with: the user's choice, or None for the backbone's own."""
+    """The pooling to build with: the user's choice, or None for the backbone's own (an
+    encoder's: a registered decoder is refused here, the first look of `run` and `train`)."""
+    check_encoder(name)
     return default_pooling(name) if pooling is None else check_pooling(pooling)
 
 

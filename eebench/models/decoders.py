@@ -177,7 +177,8 @@ def convert_gguf(gguf: Path, target: Path) -> None:
 
 
 class quiet:
-    """transformers' load reports and progress bars off (progress is the caller's to show)."""
+    """transformers' load reports and progress bars off (its GGUF reader shows its own bar
+    anyway: a one-time conversion of a minute is worth one on stderr)."""
 
     def __enter__(self) -> None:
         from transformers.utils import logging
