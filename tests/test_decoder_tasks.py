@@ -128,7 +128,7 @@ def _package(tmp_path, monkeypatch, content: bytes) -> TaskSpec:
     (b"plain text, not gzip", "cannot read the fakeprompts data"),
     (gzip.compress(b'{"task_id": "a", "prompt": "x"}\n{not json\n'), "cannot read"),
     (gzip.compress(b'{"task_id": "a"}\n'), "p.jsonl.gz:1: no text field 'prompt'"),
-])
+], ids=["not gzip", "not json", "no prompt"])
 def test_a_damaged_package_file_is_one_line(tmp_path, monkeypatch, content, message):
     spec = _package(tmp_path, monkeypatch, content)
     with pytest.raises(DataError, match=message) as e:
