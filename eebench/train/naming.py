@@ -19,7 +19,7 @@ from typing import TYPE_CHECKING, Any
 from eebench.errors import DataError, UsageError
 from eebench.io import config_hash
 from eebench.io.locks import locked
-from eebench.train import checkpoint as ckpt
+from eebench.train.checkpoint import checkpoint_path
 from eebench.train.config import TrainConfig, run_config
 
 if TYPE_CHECKING:
@@ -75,7 +75,7 @@ def name_checkpoint(method: EarlyExitMethod, task_spec: TaskSpec, backbone: str,
     train_examples, held_out = hold_out(train_examples, method.calibration_fraction(), cfg.seed)
     config = run_config(method, task_spec, backbone, train_examples, cfg, pooling)
     key = config_hash(config)
-    path = ckpt.checkpoint_path(out_dir, backbone, method.name, task_spec.name, key)
+    path = checkpoint_path(out_dir, backbone, method.name, task_spec.name, key)
     return NamedCheckpoint(cfg, pooling, train_examples, held_out, config, key, path)
 
 
