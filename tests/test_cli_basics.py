@@ -86,7 +86,7 @@ def test_tasks_json_is_every_spec_to_dict():
     result = runner.invoke(app, ["tasks", "--json"])
     assert result.exit_code == 0
     data = json.loads(result.stdout)
-    assert data == [s.to_dict() for s in all_tasks()] and len(data) == 17
+    assert data == [s.to_dict() for s in all_tasks()] and len(data) == 19
     elue = json.loads(runner.invoke(app, ["tasks", "--json", "--benchmark", "elue"]).stdout)
     assert [d["name"] for d in elue] == ["elue-sst2", "elue-imdb", "elue-mrpc", "elue-stsb",
                                          "elue-snli", "elue-scitail"]
@@ -96,11 +96,12 @@ def test_tasks_table_goes_to_stderr():
     result = runner.invoke(app, ["tasks"])
     assert result.exit_code == 0 and result.stdout == ""
     for name in ("cola", "elue-scitail", "stanfordnlp/imdb", "pearson_and_spearman",
-                 "dev*", "17 tasks", "conll2003", "9 tags per word, IOB1"):
+                 "dev*", "19 tasks", "conll2003", "9 tags per word, IOB1", "humaneval-gen",
+                 "test†"):
         assert name in result.stderr
     bad = runner.invoke(app, ["tasks", "--benchmark", "superglue"])
     assert bad.exit_code == 2 and bad.stderr.strip() == (
-        "error: unknown benchmark 'superglue' (hint: choose from: glue, elue, ner)")
+        "error: unknown benchmark 'superglue' (hint: choose from: glue, elue, ner, decoder)")
 
 
 @pytest.mark.parametrize("command", [

@@ -85,7 +85,7 @@ def test_data_check_json_on_the_real_data(real_check, data_dir):
     assert result.exit_code == 0, result.stderr
     assert report["ok"] is True and report["data_dir"] == str(data_dir)
     rec = {(r["task"], r["split"]): r for r in report["files"]}
-    assert len(rec) == 53  # every split of the 17 tasks (MNLI has five)
+    assert len(rec) == 56  # every split of the 19 tasks (MNLI has five)
     assert {k for k, r in rec.items() if r["status"] == "missing"} == {
         ("qqp", s) for s in ("train", "dev", "test")
     } | {("mnli", s) for s in ("train", "dev", "dev_mismatched", "test", "test_mismatched")} | {

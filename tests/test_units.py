@@ -64,7 +64,10 @@ CASES = ([(SEQUENCE, (name, pooling)) for name in texts.DYNAMIC for pooling in P
 
 
 def test_every_unit_has_a_case():
-    assert {u.name for u, _ in CASES} == set(UNITS) == set(SETUPS)
+    # a generated token's simulation is held equal to real decoding, prompt by prompt and round
+    # by round, in tests/test_decoder_sweep.py (its walk is CALM's, not yet this loop's)
+    looped = {name for name, unit in UNITS.items() if not unit.generates}
+    assert {u.name for u, _ in CASES} == looped == set(SETUPS)
 
 
 @pytest.mark.parametrize(("unit", "case"), CASES,

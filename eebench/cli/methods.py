@@ -75,14 +75,18 @@ def backbones(
     list_families: bool = typer.Option(
         False, "--families", help="List the supported architecture families instead."),
 ) -> None:
-    """List the registered backbones: their family, how their exit heads pool by default and the
-    learning rate they fine-tune at (any local model directory or hub id of a supported family
-    works too)."""
+    """List the registered backbones: their kind (encoder or decoder), family, depth and size, how
+    an encoder's exit heads pool by default and the learning rate it fine-tunes at (any local
+    model directory or hub id of a supported family works too)."""
     from eebench.models.backbones import BACKBONES
+    from eebench.models.decoders import DECODER_FAMILIES
     from eebench.models.model_config import SUPPORTED_FAMILIES
 
     if list_families:
-        rows = [{"family": name, "description": text} for name, text in SUPPORTED_FAMILIES.items()]
+        rows = [{"family": name, "kind": "encoder", "description": text}
+                for name, text in SUPPORTED_FAMILIES.items()]
+        rows += [{"family": name, "kind": "decoder", "description": f.description}
+                 for name, f in DECODER_FAMILIES.items()]
         if as_json:
             print_json(rows)
             return
@@ -90,19 +94,24 @@ def backbones(
 
         table = Table(title=f"{len(rows)} backbone families", title_justify="left")
         table.add_column("family")
+        table.add_column("kind")
         table.add_column("what its entry says", overflow="fold")
         for r in rows:
-            table.add_row(r["family"], r["description"])
+            table.add_row(r["family"], r["kind"], r["description"])
         err_console.print(table)
         err_console.print("[dim]the family is the model directory's config.json model_type; "
-                          "docs/methods.md")
+                          "docs/methods.md, docs/backbones.md")
         return
 
     from eebench.train.config import TrainConfig
 
-    rows = [{"name": name, "description": b.description, "family": b.family,
-             "pooling": b.pooling, "lr": b.lr or TrainConfig().lr}
-            for name, b in BACKBONES.items()]
+    rows = []
+    for name, b in BACKBONES.items():
+        decoder = b.kind == "decoder"
+        rows.append({"name": name, "kind": b.kind, "description": b.description,
+                     "family": b.family, "layers": b.layers, "params": b.params,
+                     "pooling": None if decoder else b.pooling,
+                     "lr": None if decoder else (b.lr or TrainConfig().lr)})
     if as_json:
         print_json(rows)
         return
@@ -111,16 +120,23 @@ def backbones(
     from rich.table import Table
 
     table = Table(title=f"{len(rows)} backbones", title_justify="left")
-    table.add_column("model")
-    table.add_column("family")
-    table.add_column("pooling")
-    table.add_column("lr", justify="right")
+    for col in ("model", "kind", "family", "layers", "params", "pooling", "lr"):
+        table.add_column(col, justify="right" if col in ("layers", "params", "lr") else "left")
     table.add_column("description", overflow="fold")
     for r in rows:
-        table.add_row(r["name"], r["family"], r["pooling"], f"{r['lr']:g}",
+        table.add_row(r["name"], r["kind"], r["family"],
+                      "—" if r["layers"] is None else str(r["layers"]), _params(r["params"]),
+                      r["pooling"] or "—", "—" if r["lr"] is None else f"{r['lr']:g}",
                       escape(r["description"]))  # "eebench[mpnet]" is text, not markup
     err_console.print(table)
     err_console.print("[dim]--model also takes a local model directory or a Hugging Face hub id "
-                      f"of a supported family ({', '.join(SUPPORTED_FAMILIES)}; `eebench backbones "
-                      "--families`); --pooling cls|mean overrides the default pooling, --lr the "
-                      "learning rate")
+                      f"of a supported family ({', '.join(SUPPORTED_FAMILIES)}; decoders: "
+                      f"{', '.join(DECODER_FAMILIES)}; `eebench backbones --families`); "
+                      "--pooling cls|mean overrides an encoder's default pooling, --lr the "
+                      "learning rate; decoders run the decoder tasks (imdb-lm, humaneval-gen)")
+
+
+def _params(n: float | None) -> str:
+    if n is None:
+        return "—"
+    return f"{n / 1e9:.2f}B" if n >= 1e9 else f"{n / 1e6:.1f}M"

