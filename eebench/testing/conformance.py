@@ -33,6 +33,7 @@ from pathlib import Path
 from typing import Any
 
 from eebench.errors import one_line
+from eebench.methods.derived import default_sweep, describe, provided, supports_regression
 from eebench.testing.tiny import NUM_LAYERS, examples, tiny_backbone
 
 
@@ -98,12 +99,18 @@ def _check_method(name: str, settings: dict[str, Any] | None, rules: tuple[str, 
     if not report.ok:
         return report
     _check_description(report, method, name)
-    tasks = [False] + ([True] if (method.supports_regression if regression is None
+    tasks = [False] + ([True] if (supports_regression(method) if regression is None
                                   else regression) else [])
     with tempfile.TemporaryDirectory(prefix="eebench-conformance-") as tmp:
         root = Path(workdir or tmp)
         backbone = tiny_backbone(root / "backbone")
         _check_structure(report, method, backbone)
+        if method.unit == "token":  # a tag per word: a token task's runs
+            from eebench.testing.tokens import check_token_runs
+
+            if report.ok:
+                check_token_runs(report, method, backbone, root, rules)
+            return report
         for is_regression in tasks:
             if report.ok:
                 _check_runs(report, method, backbone, root, is_regression, rules)
@@ -141,7 +148,7 @@ def check_rule(name: str, method: str | None = None, *, workdir: Path | None = N
                 assert isinstance(kind.build(v, facts), ExitRule), "build() is not an ExitRule"
     if method is None:
         method = next((m for m in METHODS.names() if not kind.missing(
-            get_method(m).provided(False))), None)
+            provided(get_method(m), False))), None)
         if method is None:
             report.problems.append(f"no registered method gives what it needs ({kind.needs})")
             return report
@@ -169,7 +176,7 @@ def _check_description(report: Conformance, method: Any, name: str) -> None:
     from eebench.rules.catalog import get_rule
 
     with report.check("describe() is JSON with every field"):
-        row = json.loads(json.dumps(method.describe()))
+        row = json.loads(json.dumps(describe(method)))
         wanted = {"name", "paper", "description", "rule", "provides", "sweep_param",
                   "supports_regression", "trains", "settings"}
         assert wanted <= set(row), f"describe() lacks {sorted(wanted - set(row))}"
@@ -180,11 +187,11 @@ def _check_description(report: Conformance, method: Any, name: str) -> None:
     if method.rule:
         with report.check(f"its rule {method.rule!r} is registered and served by its models"):
             kind = get_rule(method.rule)
-            for is_regression in [False] + ([True] if method.supports_regression else []):
-                lacking = kind.missing(method.provided(is_regression))
+            for is_regression in [False] + ([True] if supports_regression(method) else []):
+                lacking = kind.missing(provided(method, is_regression))
                 assert not lacking, f"its models lack {lacking} (regression: {is_regression})"
     with report.check("its default sweep is finite and each value is served by one variant"):
-        sweep = method.default_sweep(NUM_LAYERS, False, 2)
+        sweep = default_sweep(method, NUM_LAYERS, False, 2)
         assert sweep and all(math.isfinite(v) for v in sweep), f"sweep {sweep}"
         served = [v for variant in method.variants(sweep) for v in variant.values]
         assert sorted(served) == sorted(float(v) for v in sweep), f"variants serve {served}"
@@ -200,7 +207,7 @@ def _check_structure(report: Conformance, method: Any, backbone: Path) -> None:
     from eebench.models.build import build_model
     from eebench.models.multi_exit import reads_previous
 
-    for variant in method.variants(method.default_sweep(NUM_LAYERS, False, 2))[:1]:
+    for variant in method.variants(default_sweep(method, NUM_LAYERS, False, 2))[:1]:
         m = variant.method
         for part in m.models(NUM_LAYERS):
             with report.check(f"{part.name}: heads, exit layers and stages"):
@@ -218,8 +225,10 @@ def _check_structure(report: Conformance, method: Any, backbone: Path) -> None:
                     s.exit_indices(model.num_exits)
                 ids = torch.tensor([[2, 5, 6, 3]])
                 out = model(ids, torch.ones_like(ids))
-                assert out.shape == (model.num_exits, 1, 2 + len(model.signal_names)), \
-                    f"forward gives {tuple(out.shape)}"
+                assert model.unit == part.unit, f"heads of unit {model.unit}, not {part.unit}"
+                wanted = forward_shape(part.unit, model.num_exits, *ids.shape,
+                                       2 + len(model.signal_names))
+                assert out.shape == wanted, f"forward gives {tuple(out.shape)}, not {wanted}"
                 if model.stateful:
                     head = next(h for h in model.heads if reads_previous(h))
                     got = head(model.embed(ids, torch.ones_like(ids))[0], None, None)
@@ -227,20 +236,29 @@ def _check_structure(report: Conformance, method: Any, backbone: Path) -> None:
                         "a head that reads the previous exit's state returns (outputs, state)"
 
 
-def _train(method: Any, backbone: Path, root: Path, is_regression: bool) -> Any:
-    """The model a run measures for this (variant's) method: trained, saved and reloaded."""
+def forward_shape(unit: str, num_exits: int, batch: int, tokens: int, width: int
+                  ) -> tuple[int, ...]:
+    """What `forward` gives for a batch of `batch` x `tokens` ids on a model whose exits
+    classify `unit`: every exit's outputs (logits, then signals), per text or per token."""
+    return (num_exits, batch, *((tokens,) if unit == "token" else ()), width)
+
+
+def _train(method: Any, backbone: Path, root: Path, is_regression: bool,
+           task: str | None = None, rows: Any = None) -> Any:
+    """The model a run measures for this (variant's) method: trained, saved and reloaded (on
+    RTE or STS-B's `examples`, or on `task`'s `rows`)."""
     from eebench.tasks.catalog import get_task
     from eebench.train.checkpoint import load_trained
     from eebench.train.config import TrainConfig
     from eebench.train.loop import train
 
-    spec = get_task("stsb" if is_regression else "rte")
+    spec = get_task(task or ("stsb" if is_regression else "rte"))
+    rows = rows if rows is not None else examples("train", is_regression)
     cfg = TrainConfig(epochs=2, batch_size=4, lr=1e-3, max_seq_length=32, eval_batch_size=8,
                       save_every=0, device="cpu", seed=0)
     models = []
     for part in method.models(NUM_LAYERS):
-        path = train(part, spec, str(backbone), examples("train", is_regression), None, cfg,
-                     root / "checkpoints")
+        path = train(part, spec, str(backbone), rows, None, cfg, root / "checkpoints")
         models.append(load_trained(path)[0])
     return method.combine(models)
 
@@ -256,7 +274,7 @@ def _check_runs(report: Conformance, method: Any, backbone: Path, root: Path,
     task = "regression" if is_regression else "classification"
     enc = encode(examples("dev", is_regression), load_tokenizer(str(backbone)), 32,
                  is_regression)
-    for variant in method.variants(method.default_sweep(NUM_LAYERS, is_regression, 2)):
+    for variant in method.variants(default_sweep(method, NUM_LAYERS, is_regression, 2)):
         where = f"{task}, variant {variant.name}"
         with report.check(f"{where}: trains, saves and reloads"):
             model = _train(variant.method, backbone, root, is_regression)
@@ -267,7 +285,7 @@ def _check_runs(report: Conformance, method: Any, backbone: Path, root: Path,
                            tuple(getattr(model, "signal_names", ())),
                            dict(getattr(model, "method_settings", {})))
         with report.check(f"{where}: the model gives what the method provides"):
-            lacking = variant.method.provided(is_regression) - facts.provides()
+            lacking = provided(variant.method, is_regression) - facts.provides()
             assert not lacking, f"it lacks {sorted(lacking)}"
         with report.check(f"{where}: the FLOP table costs every exit"):
             table = build_cost_table(model, max_len=int(out.lengths.max()))

@@ -2,7 +2,8 @@
 
 `tiny_backbone` writes a random 3-layer BERT (hidden 32) with a word-level tokenizer of ROWS'
 words, a model directory that `--model` and `build_model` load like a pretrained one; `examples`
-gives ROWS as a task's training or dev split (RTE's labels, or STS-B's scores).
+gives ROWS as a task's training or dev split (RTE's labels, or STS-B's scores), `token_examples`
+their first sentences as a token task's (CoNLL-2003's tags: people and places).
 """
 
 from __future__ import annotations
@@ -79,3 +80,23 @@ def examples(split: str, regression: bool) -> Any:
                     texts=[(a, b) for a, b, _, _ in rows],
                     labels=[float(s) if regression else int(y) for _, _, y, s in rows],
                     ids=[str(i) for i in range(len(rows))], source="eebench.testing")
+
+
+# A tag per word of a token task (CoNLL-2003's names): the people and the places of ROWS.
+PEOPLE = {"she", "he", "woman", "child", "men", "we"}
+PLACES = {"park", "city", "garden", "school", "river", "house", "shop", "mat"}
+
+
+def token_examples(split: str) -> Any:
+    """ROWS' first sentences as CoNLL-2003's Examples, a tag per word: B-PER, B-LOC or O."""
+    from eebench.tasks.catalog import get_task
+    from eebench.tasks.loaders import Examples
+
+    labels = list(get_task("conll2003").labels)
+    rows = ROWS[:12] if split == "train" else ROWS
+    sentences = [a.split() for a, _, _, _ in rows]
+    tags = [[labels.index("B-PER" if w in PEOPLE else "B-LOC" if w in PLACES else "O")
+             for w in words] for words in sentences]
+    return Examples(task="conll2003", split=split, texts=[tuple(w) for w in sentences],
+                    labels=tags, ids=[str(i) for i in range(len(rows))],
+                    source="eebench.testing")
