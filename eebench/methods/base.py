@@ -15,7 +15,7 @@ The base class gives the defaults (eebench.methods.heads, .training), so a metho
 what differs. Optional, and not on the base class: a method may declare `token_rule`,
 `sequence_tasks`, `provides`, `comparison`, `sweep_param`, `sweep_type`, `trains`,
 `joint_stage` (class attributes), `shares_pooler`, `make_head`, `make_token_head` (hooks of the
-default heads), and implement the protocols `Calibrates` or `Routes` (eebench.methods.training).
+default heads), and implement `Calibrates` or `Routes` (eebench.methods.protocols).
 Everything derived from a method (its sweep, comparisons, what it provides, which tasks it
 refuses, its description) is a function of eebench.methods.derived. The evaluator and the
 trainer never branch on a method's name.
@@ -23,18 +23,16 @@ trainer never branch on a method's name.
 
 from __future__ import annotations
 
-import warnings
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, replace
-from functools import partial
 from typing import TYPE_CHECKING, Any, ClassVar
 
 from eebench.methods import derived
+from eebench.methods.catalog import METHODS
 from eebench.methods.heads import HeadDefaults
 from eebench.methods.settings import MethodSettings
 from eebench.methods.stages import Stage, exit_loss
 from eebench.methods.training import TrainingDefaults
-from eebench.registry import Lazy, Registry
 from eebench.rules.catalog import ModelFacts, get_rule
 
 if TYPE_CHECKING:  # torch stays out of `eebench --help`
@@ -70,9 +68,9 @@ class EarlyExitMethod(HeadDefaults, TrainingDefaults):
 
     def exit_rule(self, value: float, is_regression: bool, facts: ModelFacts | None = None
                   ) -> ExitRule:
-        """Its rule at one sweep value, for a model described by `facts` (None: what can be
-        known without one), tested as its authors' code does; every sample exits at the one
-        exit of a model without a rule."""
+        """Its rule at one sweep value."""
+        # for a model described by `facts` (None: what can be known without one), tested as its
+        # authors' code does; every sample exits at the one exit of a model without a rule
         derived.check_regression(self, is_regression)
         if not self.rule:
             from eebench.rules.base import FixedRule
@@ -80,38 +78,31 @@ class EarlyExitMethod(HeadDefaults, TrainingDefaults):
             return FixedRule(exit=True)
         kind = get_rule(self.rule)
         kind.check(value)
-        facts = facts or ModelFacts(is_regression, 2, settings=self.settings)
+        if facts is None:
+            facts = ModelFacts(is_regression, 2, settings=self.settings)
         return kind.build(value, replace(
             facts, comparison=derived.comparison(self) or facts.comparison,
             rule_settings={**facts.rule_settings, **derived.rule_settings(self)}))
 
     # -- the models it trains ------------------------------------------------------------------
     def variants(self, sweep: Sequence[float]) -> list[Variant]:
-        """The models this method trains for `sweep`, each with the sweep values it serves. A
-        joint method trains one model and sweeps its exit rule over every value (this default);
-        static trains one truncated model per value. Refuses values no variant can serve."""
+        """The models this method trains for `sweep`, each with the sweep values it serves."""
+        # A joint method trains one model and sweeps its exit rule over every value (this
+        # default); static trains one truncated model per value. Refuses values none can serve.
         return [Variant(JOINT, self, tuple(float(v) for v in sweep))]
 
     def models(self, num_layers: int) -> list[EarlyExitMethod]:
-        """The models one variant trains, each a method of its own, for a backbone of
-        `num_layers` layers: itself, by default; or complete models of growing depth."""
+        """The models one variant trains, each a method of its own, on `num_layers` layers."""
+        # itself, by default; or complete models of growing depth (a cascade)
         return [self]
 
     def combine(self, models: Sequence[nn.Module]) -> nn.Module:
-        """The model the engine runs (eebench.models.exits) from the trained `models`, in the
-        order `models()` gave them: the one model itself, by default."""
+        """The model the engine runs (eebench.models.exits) from the trained `models`."""
+        # in the order `models()` gave them: the one model itself, by default
         return models[0]
 
-    def __getattr__(self, name: str) -> Any:
-        """The members of the earlier, wider contract, for code written against it: each a
-        function of eebench.methods.derived now (a DeprecationWarning says which)."""
-        if name not in derived.FORMER and name not in derived.FORMER_VALUES:
-            raise AttributeError(f"{type(self).__name__!r} object has no attribute {name!r}")
-        warnings.warn(f"method.{name} is eebench.methods.derived.{name}(method)",
-                      DeprecationWarning, stacklevel=2)
-        if name in derived.FORMER_VALUES:
-            return derived.FORMER_VALUES[name](self)
-        return partial(derived.FORMER[name], self)
+    def __getattr__(self, name: str) -> Any:  # the earlier contract's members (deprecated)
+        return derived.former(self, name)
 
 
 @dataclass(frozen=True)
@@ -123,8 +114,7 @@ class Variant:
     values: tuple[float, ...]
 
 
-METHODS: Registry[type[EarlyExitMethod]] = Registry("method", entry_point_group="eebench.methods",
-                                                     expects=EarlyExitMethod)
+METHODS.expects = EarlyExitMethod  # what a plugin's entry must be
 
 
 def register_method(name: str) -> Callable[[type[EarlyExitMethod]], type[EarlyExitMethod]]:
@@ -135,16 +125,6 @@ def register_method(name: str) -> Callable[[type[EarlyExitMethod]], type[EarlyEx
         return METHODS.register(name)(cls)
 
     return named
-
-
-# The built-in methods, one file each, imported when first looked up.
-for _name, _ref in (("static", "static:Static"), ("deebert", "deebert:DeeBERT"),
-                    ("pabee", "pabee:PABEE"), ("maxprob", "maxprob:MaxProb"),
-                    ("fastbert", "fastbert:FastBERT"), ("berxit", "berxit:BERxiT"),
-                    ("pcee", "pcee:PCEE"), ("elasticbert", "elasticbert:ElasticBERT"),
-                    ("sweet", "sweet:SWEET"), ("cascade", "cascade:Cascade"),
-                    ("sentee", "sentee:SENTEE"), ("tokee", "tokee:TOKEE")):
-    METHODS.add(_name, Lazy(f"eebench.methods.{_ref}"))
 
 
 def get_method(name: str, **settings: Any) -> EarlyExitMethod:

@@ -20,10 +20,13 @@ the earlier, wider EarlyExitMethod keep working.
 from __future__ import annotations
 
 import inspect
+import warnings
+from functools import partial
 from typing import Any
 
 from eebench.errors import UsageError
-from eebench.methods.training import Calibrates, Routes
+from eebench.methods.catalog import METHODS
+from eebench.methods.protocols import Calibrates, Routes
 from eebench.rules.catalog import RuleKind, get_rule
 
 _NONE = object()
@@ -143,8 +146,6 @@ def units(m: Any) -> tuple[str, ...]:
 
 def methods_for(unit: str) -> list[str]:
     """The registered methods that can do tasks of `unit`."""
-    from eebench.methods.base import METHODS
-
     return [n for n in METHODS.names() if unit in units(METHODS.get(n))]
 
 
@@ -212,8 +213,16 @@ def describe(m: Any) -> dict[str, Any]:
             "settings": m.config.model_dump(mode="json", exclude={"unit"})}
 
 
-# The members EarlyExitMethod had before its contract narrowed: an instance still answers them
-# (EarlyExitMethod.__getattr__, with a DeprecationWarning) where its class declares none.
+def former(m: Any, name: str) -> Any:
+    """A member EarlyExitMethod had before its contract narrowed, where `m`'s class declares none
+    (EarlyExitMethod.__getattr__): code written against it keeps working, warned."""
+    if name not in FORMER and name not in FORMER_VALUES:
+        raise AttributeError(f"{type(m).__name__!r} object has no attribute {name!r}")
+    warnings.warn(f"method.{name} is now eebench.methods.derived.{name}(method)",
+                  DeprecationWarning, stacklevel=3)
+    return FORMER_VALUES[name](m) if name in FORMER_VALUES else partial(FORMER[name], m)
+
+
 FORMER = {"check_task": check_task, "check_regression": check_regression,
           "check_unit": check_unit, "provided": provided, "rule_comparison": rule_comparison,
           "rule_kind": rule_kind, "rule_settings": rule_settings, "describe": describe,

@@ -11,11 +11,15 @@
 `check_method` builds a tiny random backbone (3 layers, hidden 32, a word-level tokenizer of the
 sentences below: no download, no data directory), trains the method a few steps on a handful of
 rows with eebench's own training loop, reloads the checkpoint as a run does, and checks what a
-run relies on: describe() and settings are JSON and round-trip, the stages and the parameters
-they train, the heads and their exit layers, the default sweep (every value served by a variant
-and accepted by the rule), that the model gives what the method says it `provides`, the FLOP
-table, and that real dynamic inference, at batch size 1 and batched, decides exactly as the
-one-pass simulation for every sweep value: zero disagreements. `check_rule` checks a rule's
+run relies on: its description (eebench.methods.derived.describe) and settings are JSON and
+round-trip, the stages and the parameters they train, the heads and their exit layers, the shape
+of every exit's outputs for the method's unit (a label per text, or a tag per token:
+`forward_shape`), the default sweep (every value served by a variant and accepted by the rule),
+that the model gives what the method says it `provides`, the FLOP table, and that real dynamic
+inference, at batch size 1 and batched, decides exactly as the one-pass simulation for every
+sweep value: zero disagreements. A token model (SENTEE, TOKEE; any method's with
+`settings={"unit": "token"}`) runs on a tiny token task instead (eebench.testing.tokens).
+`check_rule` checks a rule's
 description, needs and sweep, then sweeps it on a method's model the same way. Both return a
 `Conformance` report; `assert_method` / `assert_rule` raise AssertionError when it has problems.
 `python -m eebench.testing palbert [--rule q-exit]` prints the report (eebench.testing.__main__).
@@ -34,7 +38,7 @@ from typing import Any
 
 from eebench.errors import one_line
 from eebench.methods.derived import default_sweep, describe, provided, supports_regression
-from eebench.testing.tiny import NUM_LAYERS, examples, tiny_backbone
+from eebench.testing.tiny import NUM_LAYERS, examples, stirred, tiny_backbone, trained
 
 
 @dataclass
@@ -68,12 +72,14 @@ class Conformance:
 
 
 def check_method(name: str, settings: dict[str, Any] | None = None, *, rules: tuple[str, ...] = (),
-                 regression: bool | None = None, workdir: Path | None = None) -> Conformance:
+                 regression: bool | None = None, workdir: Path | None = None,
+                 runs: bool = True) -> Conformance:
     """Check method `name` (with `settings`) end to end on a tiny model (see the module
     docstring); `rules` are other rules to sweep on its model too. `regression`: also on a
-    regression task (None: where the method supports it). Never raises for a problem found."""
+    regression task (None: where the method supports it). `runs=False`: its description and
+    its models' structure only (nothing trains). Never raises for a problem found."""
     with _one_thread():
-        return _check_method(name, settings, rules, regression, workdir)
+        return _check_method(name, settings, rules, regression, workdir, runs)
 
 
 @contextmanager
@@ -90,7 +96,7 @@ def _one_thread() -> Iterator[None]:
 
 
 def _check_method(name: str, settings: dict[str, Any] | None, rules: tuple[str, ...],
-                  regression: bool | None, workdir: Path | None) -> Conformance:
+                  regression: bool | None, workdir: Path | None, runs: bool) -> Conformance:
     from eebench.methods.base import get_method
 
     report = Conformance(name, "method")
@@ -105,6 +111,8 @@ def _check_method(name: str, settings: dict[str, Any] | None, rules: tuple[str, 
         root = Path(workdir or tmp)
         backbone = tiny_backbone(root / "backbone")
         _check_structure(report, method, backbone)
+        if not runs:
+            return report
         if method.unit == "token":  # a tag per word: a token task's runs
             from eebench.testing.tokens import check_token_runs
 
@@ -219,8 +227,8 @@ def _check_structure(report: Conformance, method: Any, backbone: Path) -> None:
                 assert len({s.name for s in stages}) == len(stages), "two stages share a name"
                 own = {id(p) for p in model.parameters()}
                 for s in stages:
-                    trained = s.trainable(model)
-                    assert trained and all(id(p) in own for p in trained), \
+                    params = s.trainable(model)
+                    assert params and all(id(p) in own for p in params), \
                         f"stage {s.name!r} trains nothing, or parameters not in the model"
                     s.exit_indices(model.num_exits)
                 ids = torch.tensor([[2, 5, 6, 3]])
@@ -243,26 +251,6 @@ def forward_shape(unit: str, num_exits: int, batch: int, tokens: int, width: int
     return (num_exits, batch, *((tokens,) if unit == "token" else ()), width)
 
 
-def _train(method: Any, backbone: Path, root: Path, is_regression: bool,
-           task: str | None = None, rows: Any = None) -> Any:
-    """The model a run measures for this (variant's) method: trained, saved and reloaded (on
-    RTE or STS-B's `examples`, or on `task`'s `rows`)."""
-    from eebench.tasks.catalog import get_task
-    from eebench.train.checkpoint import load_trained
-    from eebench.train.config import TrainConfig
-    from eebench.train.loop import train
-
-    spec = get_task(task or ("stsb" if is_regression else "rte"))
-    rows = rows if rows is not None else examples("train", is_regression)
-    cfg = TrainConfig(epochs=2, batch_size=4, lr=1e-3, max_seq_length=32, eval_batch_size=8,
-                      save_every=0, device="cpu", seed=0)
-    models = []
-    for part in method.models(NUM_LAYERS):
-        path = train(part, spec, str(backbone), rows, None, cfg, root / "checkpoints")
-        models.append(load_trained(path)[0])
-    return method.combine(models)
-
-
 def _check_runs(report: Conformance, method: Any, backbone: Path, root: Path,
                 is_regression: bool, rules: tuple[str, ...]) -> None:
     from eebench.data.batching import encode, eval_batches
@@ -277,7 +265,7 @@ def _check_runs(report: Conformance, method: Any, backbone: Path, root: Path,
     for variant in method.variants(default_sweep(method, NUM_LAYERS, is_regression, 2)):
         where = f"{task}, variant {variant.name}"
         with report.check(f"{where}: trains, saves and reloads"):
-            model = _train(variant.method, backbone, root, is_regression)
+            model = trained(variant.method, backbone, root, is_regression)
         if not report.ok:
             return
         out = collect_exit_logits(model, eval_batches(enc, 8, sort_by_length=True))
@@ -302,23 +290,7 @@ def _check_runs(report: Conformance, method: Any, backbone: Path, root: Path,
             sweeps.append((kind.name, kind.default_sweep(NUM_LAYERS, is_regression, 2),
                            lambda v, k=kind, f=facts: k.build(v, f)))
         _agree(report, where, model, enc, sweeps, is_regression)
-        _agree(report, f"{where}, stirred", _stirred(model), enc, sweeps, is_regression)
-
-
-def _stirred(model: Any) -> Any:
-    """A copy with its weight matrices drawn anew, N(0, 0.3): a briefly trained tiny model gives
-    nearly the same outputs for every sample (all exit alike); this one's differ per sample."""
-    import copy
-
-    import torch
-
-    stirred = copy.deepcopy(model)
-    gen = torch.Generator().manual_seed(0)
-    with torch.no_grad():
-        for p in stirred.parameters():
-            if p.dim() == 2:
-                p.copy_(torch.randn(p.shape, generator=gen) * 0.3)
-    return stirred
+        _agree(report, f"{where}, stirred", stirred(model), enc, sweeps, is_regression)
 
 
 def _agree(report: Conformance, where: str, model: Any, enc: Any, sweeps: list,

@@ -33,15 +33,14 @@ def check_token_runs(report: Any, method: Any, backbone: Path, root: Path,
     from eebench.models.outputs import collect_token_logits
     from eebench.rules.catalog import ModelFacts, get_rule
     from eebench.tasks.catalog import get_task
-    from eebench.testing.conformance import _stirred, _train
-    from eebench.testing.tiny import NUM_LAYERS, token_examples
+    from eebench.testing.tiny import NUM_LAYERS, stirred, token_examples, trained
 
     enc = encode_words(token_examples("dev"), load_tokenizer(str(backbone)), 32)
     num_labels = len(get_task("conll2003").labels)
     for variant in method.variants(default_sweep(method, NUM_LAYERS, False, num_labels)):
         where = f"token task, variant {variant.name}"
         with report.check(f"{where}: trains, saves and reloads"):
-            model = _train(variant.method, backbone, root, False, "conll2003",
+            model = trained(variant.method, backbone, root, False, "conll2003",
                            token_examples("train"))
         if not report.ok:
             return
@@ -64,7 +63,7 @@ def check_token_runs(report: Any, method: Any, backbone: Path, root: Path,
                            kind.default_sweep(NUM_LAYERS, False, num_labels),
                            lambda v, k=kind, f=facts: k.build(v, f)))
         _agree_tokens(report, where, model, enc, sweeps)
-        _agree_tokens(report, f"{where}, stirred", _stirred(model), enc, sweeps)
+        _agree_tokens(report, f"{where}, stirred", stirred(model), enc, sweeps)
 
 
 def _halts(rule: str) -> bool:
