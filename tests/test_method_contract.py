@@ -99,6 +99,9 @@ def test_the_earlier_members_still_answer_on_an_instance_with_a_warning():
         assert m.sweep_param == "patience" and m.supports_regression
         assert m.provided(False) == {"classes"} and m.units() == ("sequence",)
         assert m.describe() == derived.describe(m)
+        token = [n for n in m.methods_for("token") if n in base.METHODS.builtin()]
+        assert token == ["static", "deebert", "sentee", "tokee"]
+        assert m.with_unit({}) == {} and m.describe_units()["units"] == ["sequence"]
     with pytest.raises(AttributeError, match="no attribute 'calibrate'"):
         m.calibrate  # noqa: B018 - an optional protocol's member is never made up
     assert not isinstance(m, Calibrates) and not isinstance(m, Routes)

@@ -1,7 +1,7 @@
 """What an early-exit method is, and the registry of methods.
 
 A method is a training scheme and the exit rule it is known by. What its author sees, the whole
-contract (15 public members; tests/test_methods.py holds it to that):
+contract (15 public members; tests/test_method_contract.py holds it to that):
 
     identity     name, paper, description
     settings     Settings (its pydantic model), settings (the dict a run records)
@@ -14,8 +14,9 @@ contract (15 public members; tests/test_methods.py holds it to that):
 The base class gives the defaults (eebench.methods.heads, .training), so a method states only
 what differs. Optional, and not on the base class: a method may declare `token_rule`,
 `sequence_tasks`, `provides`, `comparison`, `sweep_param`, `sweep_type`, `trains`,
-`joint_stage` (class attributes), `shares_pooler`, `make_head`, `make_token_head` (hooks of the
-default heads), and implement `Calibrates` or `Routes` (eebench.methods.protocols).
+`joint_stage`, `supports_regression` (class attributes), `shares_pooler`, `make_head`,
+`make_token_head` (hooks of the default heads), `default_sweep`, `sweep_values` (methods), and
+implement `Calibrates` or `Routes` (eebench.methods.protocols).
 Everything derived from a method (its sweep, comparisons, what it provides, which tasks it
 refuses, its description) is a function of eebench.methods.derived. The evaluator and the
 trainer never branch on a method's name.

@@ -226,7 +226,10 @@ def former(m: Any, name: str) -> Any:
 FORMER = {"check_task": check_task, "check_regression": check_regression,
           "check_unit": check_unit, "provided": provided, "rule_comparison": rule_comparison,
           "rule_kind": rule_kind, "rule_settings": rule_settings, "describe": describe,
-          "units": units, "default_sweep": default_sweep, "sweep_values": sweep_values}
+          "units": units, "default_sweep": default_sweep, "sweep_values": sweep_values,
+          "methods_for": lambda m, unit: methods_for(unit), "with_unit": lambda m, settings:
+          with_unit(type(m), settings), "describe_units": lambda m: {
+              "units": list(units(m)), "token_rule": token_rule(m)}}
 FORMER_VALUES = {"sweep_param": sweep_param, "sweep_type": sweep_type, "comparison": comparison,
                  "provides": provides, "supports_regression": supports_regression,
                  "token_rule": token_rule, "sequence_tasks": sequence_tasks, "trains": trains}
