@@ -359,7 +359,8 @@ def test_the_example_plugin_installed_in_a_venv(tmp_path, data_dir):
     for pkg in ("plugin", "broken"):
         subprocess.run([py, "-m", "pip", "install", "-q", "--no-deps", "--no-build-isolation",
                         "--no-index", str(tmp_path / pkg)], check=True, cwd=tmp_path)
-    env = {**os.environ, "EEBENCH_TEST_THREADS": "1", "PYTHONPATH": ""}
+    # the eebench under test (this checkout), not whichever one the system has installed
+    env = {**os.environ, "EEBENCH_TEST_THREADS": "1", "PYTHONPATH": str(REPO)}
 
     def eebench(*args, code=0):
         out = subprocess.run([py, "-m", "eebench", *map(str, args)], capture_output=True,
