@@ -1,5 +1,5 @@
 """docs/results.md (and the MPNet cost table in docs/benchmarks.md) from the committed runs: the
-report blocks declared in benchmarks/reports.py, built by eebench.api.reports.
+report blocks declared in benchmarks/reports.py, built by eebench.reports.
 
     python benchmarks/report.py [--block NAME ...] [--check] [--no-write] [--export] ...
 
@@ -21,8 +21,8 @@ sys.path.insert(0, str(Path(__file__).resolve().parent))
 def main(argv: list[str] | None = None) -> int:
     from reports import BLOCKS
 
-    from eebench.api.reports import Context, generate
     from eebench.errors import EebenchError
+    from eebench.reports import Context, generate
 
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--block", action="append", choices=[b.name for b in BLOCKS],

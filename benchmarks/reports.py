@@ -1,14 +1,15 @@
 """The report blocks of docs/results.md (and of docs/benchmarks.md), declared: which runs, which
 kind of tables, which text, where. `python benchmarks/report.py` builds them
-(eebench.api.reports); a block's kind is the code that turns its runs into the values of its text.
-Paragraphs of a text are unwrapped on the page; each {name} is a value the kind fills in.
+(eebench.reports); a block's kind, a name in eebench.reports.KINDS, is the code that turns its
+runs into the values of its text. Paragraphs of a text are unwrapped on the page; each {name} is
+a value the kind fills in.
 """
 
 from __future__ import annotations
 
 from pathlib import Path
 
-from eebench.api.reports import Block, Runs
+from eebench.reports import Block, Runs
 
 RESULTS = "benchmarks/results"
 MINILM = Runs(folder=f"{RESULTS}/elue-minilm")

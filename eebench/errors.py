@@ -99,10 +99,19 @@ OS_ERRORS: dict[int, tuple[str, str | None]] = {
 }
 
 
-def one_line(e: BaseException, limit: int = 200, named: bool = False) -> str:
-    """An exception's message as one line of at most `limit` characters (its whitespace folded),
-    its type's name where it says nothing; `named`: always led by its type's name."""
-    text = " ".join(str(e).split())[:limit]
+def one_line(e: BaseException | str, limit: int = 200, named: bool = False, cut: str = "",
+             escaped: bool = False) -> str:
+    """An exception's message, or a text, as one line of at most `limit` characters (its
+    whitespace folded). An exception that says nothing is its type's name; `named`: always led
+    by its type's name. `cut`: what ends a line cut short, within the limit ("..."); `escaped`:
+    each character a terminal would act on is shown escaped first (`printable`), for text read
+    from a file."""
+    text = printable(str(e)) if escaped else str(e)
+    text = " ".join(text.split())
+    if len(text) > limit:
+        text = text[: limit - len(cut)] + cut
+    if not isinstance(e, BaseException):
+        return text
     if named:
         return f"{type(e).__name__}: {text}" if text else type(e).__name__
     return text or type(e).__name__

@@ -1,4 +1,4 @@
-"""One small generic registry for tasks, backbones, methods and rules.
+"""One small generic registry for tasks, backbones, methods, rules and report kinds.
 
 A name is registered once (a duplicate is an error) and looked up with a did-you-mean error.
 An entry is either the object itself or a lazy "module:object" reference, imported on first

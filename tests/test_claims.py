@@ -1,5 +1,5 @@
 """The published figures and claims (leaderboard/published.toml) and the report kinds that set
-them beside eebench's own numbers (eebench.api.reports: published, full_models, claims), checked
+them beside eebench's own numbers (eebench.reports: published, full_models, claims), checked
 on committed runs."""
 
 from __future__ import annotations
@@ -9,11 +9,11 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from eebench.api.reports import Block, Context, Runs, build
-from eebench.api.reports.claims import covers, measure, verdict
-from eebench.api.reports.full_models import full_scores
-from eebench.api.reports.published import Claim, load_published
 from eebench.errors import DataError
+from eebench.reports import Block, Context, Runs, build
+from eebench.reports.claims import covers, measure, verdict
+from eebench.reports.full_models import full_scores
+from eebench.reports.published import Claim, load_published
 from eebench.score import load_run
 from eebench.tasks.catalog import get_task
 

@@ -16,7 +16,7 @@ from eebench import __version__
 from eebench.cli import app
 from tests.cli import invoke
 
-HEAVY = ("torch", "transformers", "datasets", "matplotlib")
+HEAVY = ("torch", "transformers", "datasets", "matplotlib", "numpy", "pandas")
 runner = CliRunner()
 
 

@@ -223,8 +223,8 @@ def test_the_report_manifest_lists_every_test_split_run_and_the_models_that_made
         runs, data_dir, tmp_path):
     """`report.py --export`: every test-split run of the folder, each with its method, task,
     seed and key, a `--test-out` twin with its dev run and checkpoints, and its files."""
-    from eebench.api.reports import Context, Runs
-    from eebench.api.reports.files import export_tests
+    from eebench.reports import Context, Runs
+    from eebench.reports.files import export_tests
 
     folder = tmp_path / "results" / "tiny-test"
     dev = tiny_run(tmp_path, runs["root"] / "tiny-bert", data_dir, "--method", "deebert",

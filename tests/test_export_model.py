@@ -24,6 +24,7 @@ from eebench.errors import UsageError
 from eebench.models.convert.card import read_table
 from eebench.run import artifacts as R
 from eebench.train.checkpoint import load_trained
+from eebench.train.config import TrainConfig
 from tests import tiny
 
 runner = CliRunner()
@@ -84,7 +85,7 @@ def test_export_then_import_is_bit_identical(method, trained, data_dir, tmp_path
                     "--checkpoints", str(tmp_path / "ckpt"))
     imported = _run_dir(tmp_path, again)
     back = R.read_run(imported)
-    assert back.config.weights.format == "eebench" and back.config.train == R.TrainConfig()
+    assert back.config.weights.format == "eebench" and back.config.train == TrainConfig()
     # the weights, tensor for tensor
     original, _, _ = load_trained(Path(run.summary.variants[0].checkpoint))
     model, _, _ = load_trained(Path(back.summary.variants[0].checkpoint))

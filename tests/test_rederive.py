@@ -206,7 +206,7 @@ def test_shipped_submissions_are_what_the_committed_runs_score(data_dir):
     was made and floats' last bits. (docs/results.md's blocks: tests/test_shipped_results.py.)"""
     import sys
 
-    from eebench.api.reports.files import MAKING, same_numbers
+    from eebench.reports.files import MAKING, same_numbers
     from eebench.submit.build import build_submission
 
     sys.path.insert(0, str(ROOT / "benchmarks"))

@@ -5,8 +5,8 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from eebench.api.reports import Block, Context, Runs, build
-from eebench.api.reports.seeds import header, searched_seeds, seed_counts
+from eebench.reports import Block, Context, Runs, build
+from eebench.reports.seeds import header, searched_seeds, seed_counts
 from eebench.score import load_run
 
 ROOT = Path(__file__).resolve().parent.parent

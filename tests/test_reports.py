@@ -1,4 +1,4 @@
-"""The report generator (eebench.api.reports): one formatter, one placing, declared blocks checked
+"""The report generator (eebench.reports): one formatter, one placing, declared blocks checked
 and written; submissions kept when only their making changed."""
 
 from __future__ import annotations
@@ -8,11 +8,11 @@ import math
 
 import pytest
 
-from eebench.api.reports import KINDS, Block, Context, generate, kind, page
-from eebench.api.reports.core import place
-from eebench.api.reports.files import same_numbers, write_submission_if_changed
-from eebench.api.reports.fmt import markdown, pm, pm_over, signed
 from eebench.errors import DataError, UsageError
+from eebench.reports import KINDS, Block, Context, generate, page, register_kind
+from eebench.reports.core import place
+from eebench.reports.files import same_numbers, write_submission_if_changed
+from eebench.reports.fmt import markdown, pm, pm_over, signed
 
 
 def test_mean_pm_std_only_over_two_or_more_seeds_and_never_minus_zero():
@@ -50,15 +50,22 @@ BLOCK = Block(name="t", kind="test-kind", marker="t", doc="doc.md",
               text={"body": "Made from\n{n} runs.\n\n{table}"}, options={"n": 2})
 
 
-@pytest.fixture(autouse=True)
-def test_kind():
-    @kind("test-kind")
-    def _values(block, ctx):
-        n = block.options["n"]
-        return {"n": n, "table": markdown([{"x": str(i)} for i in range(n)], "r")}
+@register_kind("test-kind")  # once, for this module's tests
+def _values(block, ctx):
+    n = block.options["n"]
+    return {"n": n, "table": markdown([{"x": str(i)} for i in range(n)], "r")}
 
-    yield
-    KINDS.pop("test-kind")
+
+def test_the_built_in_kinds_are_registered_lazily_in_one_registry():
+    """Every kind is a name in the one registry; looking one up imports its module."""
+    assert set(KINDS.builtin()) == {
+        "ablation", "claims", "static-curves", "run-cost", "difficulty", "elue-benchmark",
+        "full-models", "published-curve", "quality", "shift", "token-benchmark"}
+    assert KINDS.source("test-kind") != "eebench"  # this test module's own
+    for name in KINDS.builtin():
+        assert callable(KINDS.get(name))
+    with pytest.raises(UsageError, match="did you mean 'quality'"):
+        KINDS.get("qualty")
 
 
 def _doc(root, body: str = "old") -> str:
@@ -111,7 +118,7 @@ def test_runs_are_loaded_once_per_folder_and_filtered(tmp_path, monkeypatch):
     from types import SimpleNamespace
 
     import eebench.score as score
-    from eebench.api.reports import Runs
+    from eebench.reports import Runs
 
     def run(method, seed):
         return SimpleNamespace(config=SimpleNamespace(method=method, task="rte", seed=seed))
@@ -180,7 +187,7 @@ def test_a_benchmark_page_without_static_runs_says_so_in_one_line(tmp_path, monk
     from types import SimpleNamespace
 
     import eebench.score as score
-    from eebench.api.reports import Runs
+    from eebench.reports import Runs
 
     d = tmp_path / "runs" / "0"
     d.mkdir(parents=True)
@@ -191,4 +198,4 @@ def test_a_benchmark_page_without_static_runs_says_so_in_one_line(tmp_path, monk
     block = Block(name="page", kind="elue-benchmark", marker="page", doc="page.md",
                   runs={"main": Runs(folder="runs")}, options={"config": "bench.toml"})
     with pytest.raises(DataError, match="block page: no task has its static runs"):
-        KINDS["elue-benchmark"](block, Context(root=tmp_path))
+        KINDS.get("elue-benchmark")(block, Context(root=tmp_path))

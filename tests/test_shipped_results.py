@@ -73,7 +73,7 @@ def _blocks():
 
 @pytest.fixture(scope="module")
 def context(data_dir):
-    from eebench.api.reports import Context
+    from eebench.reports import Context
 
     # runs loaded once for every block; nothing written (figures, references, submissions)
     return Context(root=ROOT, data_dir=data_dir, write=False)
@@ -84,7 +84,7 @@ def test_generated_block_is_what_its_runs_give(name, context):
     """Every report block of docs/results.md (and docs/benchmarks.md) is rebuilt, byte for byte,
     from the committed runs by its declaration (and the data, for the difficulty block's texts),
     once, and placed in its document it changes nothing; nothing is written."""
-    from eebench.api.reports.core import build, place
+    from eebench.reports.core import build, place
 
     [block] = [b for b in _blocks() if b.name == name]
     where = ROOT / block.doc
@@ -115,7 +115,7 @@ def test_the_12_layer_page_builds_from_a_12_layer_run_set(tmp_path, seeds):
     sys.path.insert(0, str(ROOT / "benchmarks"))
     import reports
 
-    from eebench.api.reports import Block, Context, Runs, build
+    from eebench.reports import Block, Context, Runs, build
 
     config = tmp_path / "bench.toml"
     config.write_text((ROOT / "benchmarks" / "elue-mpnet.toml").read_text().replace(

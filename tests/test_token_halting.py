@@ -24,7 +24,7 @@ from eebench.data.tokens import encode_words, first_pieces
 from eebench.measure.cost_table import build_cost_table
 from eebench.measure.token_flops import build_live_costs, check_full
 from eebench.methods.base import get_method
-from eebench.models.live_layer import live_layer
+from eebench.models.token_halting_layer import live_layer
 from eebench.rules.token_halting import halting_batch, halting_inference
 from eebench.rules.tokens import TokenHaltRule, simulate_tokens
 from eebench.tasks.loaders import load_split

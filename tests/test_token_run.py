@@ -248,7 +248,7 @@ def test_export_conll_writes_a_file_per_point_that_scores_as_the_run(runs, data_
 def test_the_token_report_block(runs):
     """The `token-benchmark` report kind over token runs: the ELUE scores against the static
     curve, the static curve, the best point per FLOPs budget, and where TOKEE's words exit."""
-    from eebench.api.reports import Block, Context, Runs, build
+    from eebench.reports import Block, Context, Runs, build
 
     root, _, _ = runs
     block = Block(name="ner", kind="token-benchmark", marker="ner",

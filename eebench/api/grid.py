@@ -31,9 +31,9 @@ def config(path: str | Path | None = None, **settings: Any) -> BenchConfig:
 def expand(cfg: BenchConfig, strict: bool = False) -> Grid:
     """The grid's validated runs. `strict`: a pair a method cannot run is refused (one line)
     instead of skipped with its reason."""
-    from eebench.run.grid import expand as expand_grid
+    import eebench.run.grid
 
-    grid = expand_grid(cfg, skip_unrunnable=not strict)
+    grid = eebench.run.grid.expand(cfg, skip_unrunnable=not strict)
     if not grid.runs:
         why = "; ".join(str(s) for s in grid.skipped[:3])
         raise UsageError(f"nothing to run: {why}" if why else "nothing to run: the config has "
@@ -60,12 +60,13 @@ def plan(cfg: BenchConfig, data_dir: str | Path | None = None, strict: bool = Fa
          grid: Grid | None = None) -> list[PlannedCell]:
     """What running the grid would do, cell by cell (status, training steps, an estimate from
     finished siblings); nothing is started. `grid`: `expand(cfg)` where the caller has it."""
-    from eebench.run.backends import plan as plan_cells
+    import eebench.run.backends
     from eebench.run.backends.slurm import records
 
     out = Path(cfg.out).resolve()
-    return plan_cells(_cells(grid or expand(cfg, strict)), out, data_dir_of(data_dir),
-                      submitted=set(records(out)), checkpoints=Path(cfg.checkpoints).resolve())
+    return eebench.run.backends.plan(_cells(grid or expand(cfg, strict)), out,
+                                     data_dir_of(data_dir), submitted=set(records(out)),
+                                     checkpoints=Path(cfg.checkpoints).resolve())
 
 
 @dataclass
@@ -131,9 +132,9 @@ def run(cfg: BenchConfig, *, backend: str | BackendOptions = "local",
         prepare(cells, data)
     extra = {"console": console, "progress": progress, "on_outcome": on_outcome} if local else {}
     if local and opts.stop_by is not None:  # what each cell still to do would take
-        from eebench.run.backends import plan as plan_cells
+        import eebench.run.backends
 
-        extra["estimates"] = lambda: {r.key: r for r in plan_cells(
+        extra["estimates"] = lambda: {r.key: r for r in eebench.run.backends.plan(
             cells, out, data, checkpoints=Path(cfg.checkpoints).resolve())}
     outcomes = run_cells(cells, opts, worker, say, **extra)
     return RunResult(grid, cells, _finished_meanwhile(cells, outcomes, out, on_outcome), out)

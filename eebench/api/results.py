@@ -11,7 +11,7 @@ from typing import TYPE_CHECKING
 
 from eebench.api.grid import data_dir_of
 from eebench.errors import UsageError
-from eebench.policy import EXTRAPOLATE
+from eebench.score.policy import EXTRAPOLATE
 
 if TYPE_CHECKING:
     import pandas as pd
@@ -94,8 +94,8 @@ def score(runs: Runs, reference: str | Path | ReferenceCurves | None = None,
     metric at FLOPs budgets (percent of the full model's; default 25, 50, 75, 100), ELUE's
     parameter buckets, and (`compare`: two method labels) a paired bootstrap of the two;
     `report.to_dict()` is its JSON. `on_loaded` hears how many runs were read."""
+    import eebench.score
     from eebench.score import aggregate_seeds, check_consistent, raw_points
-    from eebench.score import score as score_points
     from eebench.score.quality import fill_quality
     from eebench.score.sections import score_sections
 
@@ -108,7 +108,7 @@ def score(runs: Runs, reference: str | Path | ReferenceCurves | None = None,
     raw = raw_points(loaded)
     check_consistent(raw)
     points = aggregate_seeds(raw)
-    report = score_points(points, ref, extrapolate)
+    report = eebench.score.score(points, ref, extrapolate)
     report.sections = score_sections(raw, points, ref, extrapolate, compare, n_resamples, seed,
                                      budgets)
     return report

@@ -1,25 +1,156 @@
 """`eebench run --backend slurm|ray` and `--dry-run`: a grid's cells run on an engine, or listed.
 
 Every backend runs through `eebench.api.run`; the local one's per-run tables are eebench.cli.run's.
-This module turns the backend flags into options, and shows a dry run's listing or an engine's
-outcomes, after the grid is expanded and checked.
+This module defines the Backends flags (one value, `BackendFlags`, for the command; each flag
+goes over the config's [backend] table through `merge`), turns that table into options, and shows
+a dry run's listing or an engine's outcomes, after the grid is expanded and checked.
 """
 
 from __future__ import annotations
 
+import functools
+import inspect
 import re
+from collections.abc import Callable
 from dataclasses import dataclass
 from datetime import datetime, time, timedelta
 from pathlib import Path
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Annotated, Any
+
+import typer
 
 from eebench.cli.common import err_console, print_json
 from eebench.errors import EebenchError, UsageError
 
 if TYPE_CHECKING:
     from eebench.run.backends import BackendOptions, Cell, CellOutcome, PlannedCell
-    from eebench.run.config import BenchConfig
+    from eebench.run.config import BackendConfig, BenchConfig
     from eebench.run.grid import Grid
+
+
+PANEL = "Backends"  # the help panel of the options saying where a grid runs
+
+
+@dataclass(frozen=True)
+class BackendFlags:
+    """`eebench run`'s Backends options, as one value: the table they give over the config's
+    [backend] (`table`, through `merge`); and --overwrite and --dry-run, which are no settings
+    but what to do with the cells. `with_backend_flags` puts them on the command one by one."""
+
+    overwrite: bool = False
+    backend: str | None = None
+    dry_run: bool = False
+    rerun_failed: bool = False
+    max_parallel: int | None = None
+    retries: int | None = None
+    cpus_per_job: int | None = None
+    gpus_per_job: int | None = None
+    partition: str | None = None
+    time_limit: int | None = None
+    account: str | None = None
+    slurm_option: list[str] | None = None
+    exclusive: bool = False
+    no_wait: bool = False
+    ray_address: str | None = None
+    stop_by: str | None = None
+
+    def table(self) -> dict[str, Any]:
+        """The [backend] settings the flags give (None: not given; a switch left off is not
+        given, so the config's own stays)."""
+        return {"name": self.backend, "rerun_failed": self.rerun_failed or None,
+                "max_parallel": self.max_parallel, "retries": self.retries,
+                "cpus_per_job": self.cpus_per_job, "gpus_per_job": self.gpus_per_job,
+                "partition": self.partition, "time_limit": self.time_limit,
+                "account": self.account,
+                "slurm_options": parse_slurm_options(self.slurm_option or []) or None,
+                "exclusive": self.exclusive or None, "wait": False if self.no_wait else None,
+                "ray_address": self.ray_address, "stop_by": self.stop_by}
+
+
+NO_FLAGS = BackendFlags()  # none given
+
+
+def _option(*names: str, help: str, **kwargs: Any) -> Any:
+    return typer.Option(*names, help=help, rich_help_panel=PANEL, **kwargs)
+
+
+# Each flag of BackendFlags: its type and option, in the order `eebench run --help` lists them.
+FLAGS: dict[str, Any] = {
+    "overwrite": Annotated[bool, typer.Option("--overwrite", help="Redo a finished run.")],
+    "backend": Annotated[str | None, _option(
+        "--backend", help="Where the grid's cells run: local (this process, one after another), "
+        "slurm (job arrays through submitit) or ray (Ray tasks); see docs/scaling.md.")],
+    "dry_run": Annotated[bool, _option(
+        "--dry-run", help="List the cells (status, training steps, estimated time); run "
+        "nothing.")],
+    "rerun_failed": Annotated[bool, _option(
+        "--rerun-failed", help="Run again the cells whose error.json says they failed.")],
+    "max_parallel": Annotated[int | None, _option(
+        "--max-parallel", min=1, help="Cells running at once (slurm: the array's %K).",
+        show_default=False)],
+    "retries": Annotated[int | None, _option(
+        "--retries", min=0, help="Retries of a cell that fails or whose worker dies [0].",
+        show_default=False)],
+    "cpus_per_job": Annotated[int | None, _option(
+        "--cpus-per-job", min=1, help="CPUs (and torch threads) per cell [1].",
+        show_default=False)],
+    "gpus_per_job": Annotated[int | None, _option(
+        "--gpus-per-job", min=0, help="GPUs per cell [0].", show_default=False)],
+    "partition": Annotated[str | None, _option(
+        "--partition", help="Slurm partition.", show_default=False)],
+    "time_limit": Annotated[int | None, _option(
+        "--time-limit", min=1, help="Slurm time limit per cell, in minutes [240].",
+        show_default=False)],
+    "account": Annotated[str | None, _option(
+        "--account", help="Slurm account.", show_default=False)],
+    "slurm_option": Annotated[list[str] | None, _option(
+        "--slurm-option", help="An extra #SBATCH option KEY=VALUE (repeatable).",
+        show_default=False)],
+    "exclusive": Annotated[bool, _option(
+        "--exclusive", help="Slurm: a whole node per cell (for timing).")],
+    "no_wait": Annotated[bool, _option(
+        "--no-wait", help="Slurm: exit once submitted; rerun the same command to collect.")],
+    "ray_address": Annotated[str | None, _option(
+        "--ray-address", help="Ray: attach to this cluster (default: start a local one).",
+        show_default=False)],
+    "stop_by": Annotated[str | None, _option(
+        "--stop-by", help="Local: start no cell whose estimate (the dry run's) would end after "
+        "this time: HH:MM, a date and time, or a time from now (2h30m). A cell without an "
+        "estimate is not started either.", show_default=False)],
+}
+
+
+SHOWN = {"backend": "local"}  # defaults the help shows, where the flag's own is "not given"
+
+
+def with_backend_flags(command: Callable[..., Any]) -> Callable[..., Any]:
+    """`command`, whose parameter `backend_flags` is a BackendFlags, as Typer registers it: that
+    one parameter is the Backends options, each in its place, gathered again into one value."""
+    signature = inspect.signature(command, eval_str=True)
+    params = []
+    for p in signature.parameters.values():
+        if p.name != "backend_flags":
+            params.append(p)
+            continue
+        params += [inspect.Parameter(name, p.kind, annotation=kind,
+                                     default=SHOWN.get(name, getattr(BackendFlags, name)))
+                   for name, kind in FLAGS.items()]
+
+    params.append(inspect.Parameter("ctx", inspect.Parameter.KEYWORD_ONLY,
+                                    annotation=typer.Context))
+
+    @functools.wraps(command)
+    def with_flags(ctx: typer.Context, **kwargs: Any) -> Any:
+        # a flag left out is not given (its default), so the config's [backend] keeps its own
+        given = {name: kwargs.pop(name) for name in FLAGS}
+        given = {name: value for name, value in given.items()
+                 if getattr(ctx.get_parameter_source(name), "name", None) != "DEFAULT"}
+        return command(**kwargs, backend_flags=BackendFlags(**given))
+
+    with_flags.__signature__ = signature.replace(parameters=params)  # type: ignore[attr-defined]
+    with_flags.__annotations__ = {p.name: p.annotation for p in params}
+    del with_flags.__wrapped__  # Typer reads the signature above, not the command's
+    return with_flags
 
 
 @dataclass(frozen=True)
@@ -35,14 +166,15 @@ class GridRequest:
         return self.dry_run or self.options.backend != "local"
 
 
-def grid_request(backend: str, dry_run: bool, slurm_option: list[str] | None,
-                 no_wait: bool, **options: Any) -> GridRequest:
-    """The backend options from the flags, checked before any work (one line, exit code 2)."""
+def grid_request(section: BackendConfig, dry_run: bool) -> GridRequest:
+    """The backend options of a config's [backend] (the flags merged in), checked before any
+    work (one line, exit code 2)."""
     from eebench.run.backends import BackendOptions
     from eebench.run.backends.driver import check_backend
 
-    opts = BackendOptions(backend=backend, slurm_options=parse_slurm_options(slurm_option or []),
-                          wait=not no_wait, **options)
+    settings = section.model_dump(exclude={"name", "stop_by"})
+    opts = BackendOptions(backend=section.name, stop_by=parse_stop_by(section.stop_by),
+                          **settings)
     check_backend(opts, dry_run)
     return GridRequest(opts, dry_run)
 

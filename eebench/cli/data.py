@@ -12,8 +12,14 @@ from typing import TYPE_CHECKING
 import typer
 
 from eebench.cli.app import app, make_app
-from eebench.cli.common import DataDirOption, JsonOption, err_console, print_json, progress
-from eebench.cli.common import resolve_data_dir as _resolve
+from eebench.cli.common import (
+    DataDirOption,
+    JsonOption,
+    err_console,
+    print_json,
+    progress,
+    resolve_data_dir,
+)
 from eebench.cli.info import PANEL
 from eebench.errors import DataError, UsageError
 
@@ -143,7 +149,7 @@ def check(
     """
     from eebench.tasks.catalog import all_tasks, get_task
 
-    root = _resolve(data_dir, exit_code=2)  # a usage error here, as below
+    root = resolve_data_dir(data_dir, exit_code=2)  # a usage error here, as below
     if root is None:
         raise UsageError("data check needs a local data directory",
                          hint="pass --data-dir DIR or set EEBENCH_DATA_DIR")
@@ -209,7 +215,7 @@ def show(
     from eebench.tasks.loaders import load_split
 
     spec = get_task(task)
-    ex = load_split(spec, split, _resolve(data_dir))
+    ex = load_split(spec, split, resolve_data_dir(data_dir))
     rows = [{"id": ex.ids[i], "text": list(ex.texts[i]), "label": _label(spec, ex, i)}
             for i in range(min(n, len(ex)))]  # a token task: the words, and a tag per word
     summary = {"task": spec.name, "split": ex.split, "source": ex.source, "rows": len(ex),

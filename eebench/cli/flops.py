@@ -140,7 +140,7 @@ def _count(model, seq_len: int, convention: str, prefix: str = "", live: int | N
            ) -> list[dict]:
     """One row per module of `model` (embeddings, each layer, each exit head): its FLOPs at
     `seq_len` tokens from fvcore and from torch's FlopCounterMode; with `live`, each layer
-    computes that many of the tokens (eebench.models.live_layer)."""
+    computes that many of the tokens (eebench.models.token_halting_layer)."""
     import torch
 
     from eebench.measure.flops import fvcore_flops, layer_piece, torch_flops
@@ -155,7 +155,7 @@ def _count(model, seq_len: int, convention: str, prefix: str = "", live: int | N
         pieces += [(f"layer {i + 1}", *layer_piece(model, i, hidden, inputs))
                    for i in range(model.num_layers)]
     else:
-        from eebench.models.live_layer import check_live, live_layer
+        from eebench.models.token_halting_layer import check_live, live_layer
 
         check_live(model)
         running = torch.arange(seq_len)[None, :] < live  # the first `live` tokens

@@ -8,6 +8,7 @@ from typing import TYPE_CHECKING, Annotated
 import typer
 
 from eebench.cli.app import app
+from eebench.cli.backends import NO_FLAGS, BackendFlags, grid_request, with_backend_flags
 from eebench.cli.common import DataDirOption, JsonOption, err_console, print_json, resolve_data_dir
 from eebench.errors import EebenchError, UsageError
 
@@ -15,9 +16,6 @@ if TYPE_CHECKING:
     from eebench.cli.backends import GridRequest
     from eebench.run.backends import Cell, CellOutcome
     from eebench.run.config import BenchConfig
-
-
-BACKENDS = "Backends"  # the help panel of the options saying where a grid runs
 
 
 def parse_sweep(raw: str | None) -> list[float] | None:
@@ -32,7 +30,6 @@ def parse_sweep(raw: str | None) -> list[float] | None:
     return values
 
 
-@app.command("run", rich_help_panel="Benchmark")
 def run_command(
     method: Annotated[list[str] | None, typer.Option(
         "--method", "-m", help="Early-exit method (see `eebench methods`; repeatable); default: "
@@ -121,55 +118,8 @@ def run_command(
         "--paired-timing", help="Time the full model beside each point, batch by batch, not "
         "once per model: ratios that a change in the machine's load does not skew (a config's "
         "[timing] baseline = \"paired\").")] = False,
-    overwrite: Annotated[bool, typer.Option("--overwrite", help="Redo a finished run.")] = False,
-    backend: Annotated[str, typer.Option(
-        "--backend", help="Where the grid's cells run: local (this process, one after another), "
-        "slurm (job arrays through submitit) or ray (Ray tasks); see docs/scaling.md.",
-        rich_help_panel=BACKENDS)] = "local",
-    dry_run: Annotated[bool, typer.Option(
-        "--dry-run", help="List the cells (status, training steps, estimated time); run nothing.",
-        rich_help_panel=BACKENDS)] = False,
-    rerun_failed: Annotated[bool, typer.Option(
-        "--rerun-failed", help="Run again the cells whose error.json says they failed.",
-        rich_help_panel=BACKENDS)] = False,
-    max_parallel: Annotated[int | None, typer.Option(
-        "--max-parallel", min=1, help="Cells running at once (slurm: the array's %K).",
-        show_default=False, rich_help_panel=BACKENDS)] = None,
-    retries: Annotated[int | None, typer.Option(
-        "--retries", min=0, help="Retries of a cell that fails or whose worker dies [0].",
-        show_default=False, rich_help_panel=BACKENDS)] = None,
-    cpus_per_job: Annotated[int | None, typer.Option(
-        "--cpus-per-job", min=1, help="CPUs (and torch threads) per cell [1].",
-        show_default=False, rich_help_panel=BACKENDS)] = None,
-    gpus_per_job: Annotated[int | None, typer.Option(
-        "--gpus-per-job", min=0, help="GPUs per cell [0].", show_default=False,
-        rich_help_panel=BACKENDS)] = None,
-    partition: Annotated[str | None, typer.Option(
-        "--partition", help="Slurm partition.", show_default=False, rich_help_panel=BACKENDS)
-    ] = None,
-    time_limit: Annotated[int | None, typer.Option(
-        "--time-limit", min=1, help="Slurm time limit per cell, in minutes [240].",
-        show_default=False, rich_help_panel=BACKENDS)] = None,
-    account: Annotated[str | None, typer.Option(
-        "--account", help="Slurm account.", show_default=False, rich_help_panel=BACKENDS)
-    ] = None,
-    slurm_option: Annotated[list[str] | None, typer.Option(
-        "--slurm-option", help="An extra #SBATCH option KEY=VALUE (repeatable).",
-        show_default=False, rich_help_panel=BACKENDS)] = None,
-    exclusive: Annotated[bool, typer.Option(
-        "--exclusive", help="Slurm: a whole node per cell (for timing).",
-        rich_help_panel=BACKENDS)] = False,
-    no_wait: Annotated[bool, typer.Option(
-        "--no-wait", help="Slurm: exit once submitted; rerun the same command to collect.",
-        rich_help_panel=BACKENDS)] = False,
-    ray_address: Annotated[str | None, typer.Option(
-        "--ray-address", help="Ray: attach to this cluster (default: start a local one).",
-        show_default=False, rich_help_panel=BACKENDS)] = None,
-    stop_by: Annotated[str | None, typer.Option(
-        "--stop-by", help="Local: start no cell whose estimate (the dry run's) would end after "
-        "this time: HH:MM, a date and time, or a time from now (2h30m). A cell without an "
-        "estimate is not started either.", show_default=False, rich_help_panel=BACKENDS)
-    ] = None,
+    # --overwrite and the Backends options, one value (eebench.cli.backends.with_backend_flags)
+    backend_flags: BackendFlags = NO_FLAGS,
     json_out: bool = JsonOption,
 ) -> None:
     """Benchmark a method: train or reuse a checkpoint, sweep exits in one pass, count FLOPs, time.
@@ -218,21 +168,19 @@ def run_command(
         "methods_settings": {m: settings for m in methods} if settings else None,
         "sweeps": {m: sweep_values for m in methods} if sweep_values else None,
         "rules": rule or None,
+        "backend": backend_flags.table(),
     })
     if not cfg.grids and (not cfg.methods or not cfg.tasks):
         raise UsageError("say what to run: --method and --task, or a --config with methods "
                          "and tasks")
-    from eebench.cli.backends import grid_request, parse_stop_by
-
-    request = grid_request(
-        backend, dry_run, slurm_option, no_wait, max_parallel=max_parallel, retries=retries,
-        rerun_failed=rerun_failed, cpus_per_job=cpus_per_job, gpus_per_job=gpus_per_job,
-        partition=partition, time_limit=time_limit, account=account, exclusive=exclusive,
-        ray_address=ray_address, stop_by=parse_stop_by(stop_by))
+    request = grid_request(cfg.backend, backend_flags.dry_run)
     # A grid skips the pairs a method cannot run; one pair named on the command line is refused.
-    _run_grid(cfg, overwrite, json_out,
+    _run_grid(cfg, backend_flags.overwrite, json_out,
               skip_unrunnable=len(cfg.methods) * len(cfg.tasks) > 1 or not (method and task),
               request=request)
+
+
+app.command("run", rich_help_panel="Benchmark")(with_backend_flags(run_command))
 
 
 def _run_grid(cfg: BenchConfig, overwrite: bool, json_out: bool, skip_unrunnable: bool,

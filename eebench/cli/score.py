@@ -21,7 +21,7 @@ from eebench.cli.app import app, make_app
 from eebench.cli.common import err_console, out_file, print_json
 from eebench.errors import os_error
 from eebench.io import atomic_write_text
-from eebench.policy import Extrapolate
+from eebench.score.policy import Extrapolate
 
 # The tables, on stdout: unwrapped (160 columns) in a file or a pipe, like err_console's.
 out_console = Console(width=None if sys.stdout.isatty() else 160)

@@ -15,7 +15,7 @@ import typer
 from eebench.cli.app import app
 from eebench.cli.common import DataDirOption, JsonOption, err_console, out_dir, print_json
 from eebench.errors import UsageError
-from eebench.serve import limits as L
+from eebench.serve import limits
 from eebench.train.config import SEED_MAX
 
 DEFAULT_LOADS = "0.5,0.8,1.0,1.2"
@@ -31,9 +31,9 @@ def _numbers(text: str, option: str, most: float) -> list[float]:
         raise UsageError(f"{option} {text!r}: not a comma-separated list of numbers") from None
     if not values or any(not math.isfinite(v) or v <= 0 for v in values):
         raise UsageError(f"{option} {text!r}: give positive numbers, e.g. {option} 0.5,1")
-    if len(values) > L.MAX_RATES or max(values) > most:
-        raise UsageError(f"{option} {text[:40]!r}: at most {L.MAX_RATES} numbers, each at most "
-                         f"{most:g}")
+    if len(values) > limits.MAX_RATES or max(values) > most:
+        raise UsageError(f"{option} {text[:40]!r}: at most {limits.MAX_RATES} numbers, each at "
+                         f"most {most:g}")
     return values
 
 
@@ -60,17 +60,17 @@ def serve_replay_command(
         "--load", help="Rates as fractions of the full model's capacity on full batches, "
         "measured first (without --rates).")] = DEFAULT_LOADS,
     requests: Annotated[int, typer.Option(
-        "--requests", min=1, max=L.MAX_REQUESTS, help="Requests per replay (samples drawn in "
+        "--requests", min=1, max=limits.MAX_REQUESTS, help="Requests per replay (samples drawn in "
         "a seeded order, cycling; a trace: one per timestamp).")] = 500,
     max_batch: Annotated[int, typer.Option(
-        "--max-batch", min=1, max=L.MAX_BATCH,
+        "--max-batch", min=1, max=limits.MAX_BATCH,
         help="Most samples in flight (and per batch).")] = 32,
     target_ms: Annotated[float | None, typer.Option(
         "--target-ms", help="Latency target in ms (default: twice the full model's time for "
         "one full batch).", show_default=False)] = None,
     device: Annotated[str, typer.Option("--device", help="cpu, cuda or cuda:N.")] = "cpu",
     threads: Annotated[int | None, typer.Option(
-        "--threads", min=1, max=L.MAX_THREADS, help="torch CPU threads (default: torch's).",
+        "--threads", min=1, max=limits.MAX_THREADS, help="torch CPU threads (default: torch's).",
         show_default=False)] = None,
     seed: Annotated[int, typer.Option("--seed", min=0, max=SEED_MAX,
                                       help="Seed of the arrivals and the order.")] = 0,
@@ -85,32 +85,32 @@ def serve_replay_command(
     share within the target, and every answer checked against the offline simulation."""
     import math
 
-    from eebench.serve import arrivals as A
+    from eebench.serve.arrivals import ARRIVALS, mean_rate, read_trace
 
-    if arrivals not in A.ARRIVALS:
-        raise UsageError(f"--arrivals {arrivals!r}: one of {', '.join(A.ARRIVALS)}")
+    if arrivals not in ARRIVALS:
+        raise UsageError(f"--arrivals {arrivals!r}: one of {', '.join(ARRIVALS)}")
     if (arrivals == "trace") != (trace is not None):
         raise UsageError("--trace FILE goes with --arrivals trace, and only with it")
     if not (math.isfinite(burst) and burst >= 1):
         raise UsageError(f"--burst {burst:g}: a mean burst size is at least 1")
-    if burst > L.MAX_BURST:
-        raise UsageError(f"--burst {burst:g}: a mean burst size is at most {L.MAX_BURST:g}")
-    chosen_rates = None if rates is None else _numbers(rates, "--rates", L.MAX_RATE)
-    loads = _numbers(load, "--load", L.MAX_LOAD)
+    if burst > limits.MAX_BURST:
+        raise UsageError(f"--burst {burst:g}: a mean burst size is at most {limits.MAX_BURST:g}")
+    chosen_rates = None if rates is None else _numbers(rates, "--rates", limits.MAX_RATE)
+    loads = _numbers(load, "--load", limits.MAX_LOAD)
     if target_ms is not None and not (math.isfinite(target_ms)
-                                      and 0 < target_ms <= L.MAX_TARGET_MS):
+                                      and 0 < target_ms <= limits.MAX_TARGET_MS):
         raise UsageError(f"--target-ms {target_ms:g}: give a positive number of milliseconds, "
-                         f"at most {L.MAX_TARGET_MS:g}")
+                         f"at most {limits.MAX_TARGET_MS:g}")
     out_dir(out, "the replay's figure and serving.json")
-    times = A.read_trace(trace) if trace is not None else None
+    times = read_trace(trace) if trace is not None else None
     if times is not None:
         requests = len(times)
         if chosen_rates is None:  # its own timing
-            if not math.isfinite(A.mean_rate(times)):
+            if not math.isfinite(mean_rate(times)):
                 raise UsageError(f"{trace}: every arrival of the trace is at one instant, so it "
                                  "has no rate of its own",
                                  hint="give the rates to rescale it to: --rates R")
-            chosen_rates = [A.mean_rate(times)]
+            chosen_rates = [mean_rate(times)]
     if chosen_rates is not None:  # its length known before any work
         _check_duration(chosen_rates, requests, None, trace, rates)
     _check_device(device)
@@ -159,7 +159,7 @@ def _check_duration(rates: list[float], n: int, capacity: float | None, trace: P
     seconds = replay_seconds(rates, n, capacity)
     what = (f"{len(SCHEDULERS)} schedulers x {len(rates)} rate{'s' if len(rates) > 1 else ''} x "
             f"{n:,} requests")
-    if seconds > L.MAX_REPLAY_S:
+    if seconds > limits.MAX_REPLAY_S:
         if trace is not None and rates_given is None:
             hint = (f"its timestamps are read as seconds; replay it faster with --rates R "
                     f"(its own rate is {rates[0]:.3g}/s)")
@@ -170,7 +170,7 @@ def _check_duration(rates: list[float], n: int, capacity: float | None, trace: P
         else:
             hint = "raise --rates, or lower --requests"
         raise UsageError(f"the replay would take about {_duration(seconds)} in real time "
-                         f"({what}), over the {_duration(L.MAX_REPLAY_S)} limit", hint=hint)
+                         f"({what}), over the {_duration(limits.MAX_REPLAY_S)} limit", hint=hint)
     if capacity is not None:
         err_console.print(f"[dim]replay: {what}, about {_duration(seconds)}[/]")
 

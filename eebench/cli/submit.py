@@ -23,7 +23,7 @@ from eebench.cli.common import (
     resolve_data_dir,
 )
 from eebench.errors import DataError, EebenchError, printable
-from eebench.policy import Extrapolate
+from eebench.score.policy import Extrapolate
 
 PANEL = "Leaderboard"
 

@@ -155,7 +155,7 @@ def train_command(
     out_dir(out, "checkpoints")
     pooling = resolve_pooling(model, config.pooling)
     data = resolve_data_dir(data_dir)
-    from eebench.run.execute import backbone_layers
+    from eebench.run.names import backbone_layers
 
     parts = m.models(backbone_layers(model))
     if len(parts) == 1:

@@ -23,7 +23,7 @@ from typing import Any, ClassVar, TypeVar
 
 from pydantic import BaseModel, ValidationError, model_serializer
 
-from eebench.errors import DataError, kind  # kind: re-exported (errors.py defines it)
+from eebench.errors import DataError, kind, one_line  # kind: re-exported (errors.py defines it)
 
 M = TypeVar("M", bound=BaseModel)
 HASH_CHUNK = 1 << 20
@@ -179,11 +179,6 @@ def write_json(path: Path, obj: BaseModel | Any) -> None:
     atomic_write_text(path, json.dumps(data, indent=2) + "\n")
 
 
-def _one_line(text: str, n: int = 200) -> str:
-    line = " ".join(str(text).split())
-    return line if len(line) <= n else line[: n - 3] + "..."
-
-
 # Every file eebench reads is a regular file of bounded size: a FIFO would block the reader
 # forever, a device (a link to /dev/zero) would never end. Generous for its own files (a run's
 # points, a model's config); callers reading files from anyone pass a smaller bound.
@@ -311,7 +306,7 @@ def validated(model: type[M], data: Any, where: Any, what: str | None = None,
         err = e.errors()[0]
         field = ".".join(str(x) for x in err["loc"]) or "(top level)"
         raise DataError(f"{where}: not a valid {what or model.__name__}: {field}: "
-                        f"{_one_line(err['msg'], 120)}", hint=hint) from None
+                        f"{one_line(err['msg'], 120, cut='...')}", hint=hint) from None
 
 
 def sha256_file(path: Path) -> str:

@@ -73,7 +73,7 @@ def _fit(count) -> tuple[int, int, int, int]:
 
 def build_live_costs(model, convention: str) -> LiveCosts:
     """Count every layer of `model` run by eebench.models.live_layer (see the module)."""
-    from eebench.models.live_layer import check_live, live_layer
+    from eebench.models.token_halting_layer import check_live, live_layer
 
     check_live(model)
     device = next(model.parameters()).device

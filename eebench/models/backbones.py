@@ -24,6 +24,7 @@ carries little: at layers 1-3 it is the same for every input. Exit heads pool th
 
 from __future__ import annotations
 
+import copy
 import difflib
 import json
 from collections.abc import Callable
@@ -39,8 +40,7 @@ from eebench.models import bundled
 # line naming the file for a config no model can be built from, weights that are not safetensors
 # inside the directory, layers the config declares that the weights lack, a missing or
 # mismatched tokenizer.
-from eebench.models.model_dir import HINT as DIR_HINT
-from eebench.models.model_dir import check_model_dir, weight_files
+from eebench.models.model_dir import HINT, check_model_dir, weight_files
 from eebench.registry import Registry
 
 if TYPE_CHECKING:
@@ -48,8 +48,6 @@ if TYPE_CHECKING:
     from torch import nn
 
     from eebench.models.families import Parts
-
-HINT = "use --model minilm-l6 (bundled, works offline) or a local model directory"
 
 
 @dataclass(frozen=True)
@@ -66,6 +64,10 @@ class Backbone:
     # Its architecture family (a key of SUPPORTED_FAMILIES): where its parts sit
     # (eebench.models.families).
     family: str = "bert"
+    # Its depth and the longest sequence its positions hold, as its config says (None: not
+    # written down here): a grid on it is expanded and checked without reading the model.
+    layers: int | None = None
+    max_tokens: int | None = None
 
 
 BACKBONES: Registry[Backbone] = Registry("backbone", entry_point_group="eebench.backbones",
@@ -76,16 +78,16 @@ BACKBONES: Registry[Backbone] = Registry("backbone", entry_point_group="eebench.
 # 2,000 examples, 3 epochs) its exits 1-3 stay at chance; see docs/training.md.
 BACKBONES.add("minilm-l6", Backbone(
     "minilm-l6", "all-MiniLM-L6-v2: 6 layers, hidden 384, bundled (offline)", bundled.minilm_dir,
-    pooling="mean", lr=1e-4))
+    pooling="mean", lr=1e-4, layers=6, max_tokens=512))
 # A base-size model at BERT's own 2e-5 learns slowly from a few thousand examples; 5e-5 is the top
 # of BERT's fine-tuning grid (docs/training.md).
 BACKBONES.add("mpnet-base", Backbone(
     "mpnet-base", "all-mpnet-base-v2: MPNet, 12 layers, hidden 768, 109M parameters, bundled "
     "(offline, the eebench[mpnet] extra)", bundled.mpnet_dir, pooling="mean", lr=5e-5,
-    family="mpnet"))
+    family="mpnet", layers=12, max_tokens=512))
 BACKBONES.add("bert-base", Backbone(
     "bert-base", "BERT-base uncased: 12 layers, hidden 768 (hub id bert-base-uncased)",
-    lambda: "bert-base-uncased"))
+    lambda: "bert-base-uncased", layers=12))
 
 
 # The field's backbones, by hub id (downloaded on first use; offline, one line). Each fine-tunes
@@ -184,6 +186,7 @@ def load_hf_model(name: str, attn_implementation: str = "eager") -> nn.Module:
         if raw.get("model_type") in CONVERSIONS:
             return load_converted(name, raw, attn_implementation)
         model, info = from_pretrained(AutoModel.from_pretrained, name, use_safetensors=True,
+                                      config=config_from_dict(name, raw),  # read once, above
                                       attn_implementation=attn_implementation,
                                       output_loading_info=True)  # never unpickled
         check_loaded(name, info)
@@ -217,7 +220,7 @@ def check_trainable(name: str) -> None:
         check_model_dir(where)
         if not weight_files(where):
             raise DataError(f"{where}: no weights (model.safetensors, or a shard index): a model "
-                            "directory to train from holds its pretrained weights", hint=DIR_HINT)
+                            "directory to train from holds its pretrained weights", hint=HINT)
     load_tokenizer(name)
 
 
@@ -260,22 +263,51 @@ def _read_weights(path: str) -> dict[str, torch.Tensor]:
     return load_file(path)
 
 
+# The config.json files read in this process, by (path, mtime, size, inode): a run asks for its
+# backbone's config where its grid is expanded, where it runs and where it loads the weights.
+_READ: dict[tuple[str, int, int, int], dict[str, Any]] = {}
+
+
 def backbone_config_dict(name: str) -> dict[str, Any]:
-    """The raw config.json of backbone `name` (one-line errors offline)."""
-    return from_pretrained(_config_dict, name)
+    """The raw config.json of backbone `name` (one-line errors offline); a local directory's is
+    read once while the file is unchanged."""
+    where = Path(resolve_backbone(name)) / "config.json"
+    try:
+        stat = where.stat()
+    except OSError:  # a hub id (its files are the hub library's to cache), or no file: it says
+        return from_pretrained(_config_dict, name)
+    key = (str(where.resolve()), stat.st_mtime_ns, stat.st_size, stat.st_ino)
+    if key not in _READ:
+        _READ[key] = from_pretrained(_config_dict, name)
+    return copy.deepcopy(_READ[key])
 
 
 def load_config(name: str) -> Any:
-    """The transformers config of backbone `name`, converted where its family needs it."""
-    from transformers import AutoConfig
-
+    """The transformers config of backbone `name`, converted where its family needs it; its
+    config.json read once."""
     from eebench.models.families import CONVERSIONS
 
     raw = backbone_config_dict(name)
     conversion = CONVERSIONS.get(raw.get("model_type", ""))
     if conversion is not None:
         return conversion.config(raw)
-    return from_pretrained(AutoConfig.from_pretrained, name)
+    return config_from_dict(name, raw)
+
+
+def config_from_dict(name: str, raw: dict[str, Any]) -> Any:
+    """The transformers config of a backbone's config.json, already read (`AutoConfig`'s class
+    for its model_type, as `AutoConfig.from_pretrained` builds it); one line for a model_type
+    transformers does not know."""
+    from transformers import CONFIG_MAPPING
+
+    where = resolve_backbone(name)
+    try:
+        config = CONFIG_MAPPING[raw.get("model_type")].from_dict(raw)
+    except (KeyError, ValueError, TypeError) as e:
+        raise EebenchError(f"{where}: cannot load the model's config: {one_line(e)}",
+                           hint=HINT) from e
+    config._name_or_path = where  # as from_pretrained names it
+    return config
 
 
 def load_converted(name: str, raw: dict[str, Any], attn_implementation: str) -> nn.Module:
@@ -351,9 +383,12 @@ HUB_DEPTHS: dict[str, int] = {
 
 def known_depth(name: str) -> int | None:
     """The layer count of a registered backbone or hub id listed in HUB_DEPTHS (nothing is
-    loaded); None for any other model."""
+    loaded or located); None for any other model."""
     if name in BACKBONES:
-        name = BACKBONES.get(name).locate()
+        backbone = BACKBONES.get(name)
+        if backbone.layers is not None:
+            return backbone.layers
+        name = backbone.locate()
     return HUB_DEPTHS.get(name)
 
 

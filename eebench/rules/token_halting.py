@@ -58,7 +58,7 @@ def halting_batch(model, rule: TokenExitRule, batch: dict, mask: torch.Tensor,
     types = batch["token_type_ids"].to(device) if "token_type_ids" in batch else None
     mask, owner = mask.to(device).bool(), owner.to(device)
     if live:
-        from eebench.models.live_layer import check_live, live_layer
+        from eebench.models.token_halting_layer import check_live, live_layer
 
         check_live(model)
     hidden, inputs = model.embed(batch["input_ids"].to(device), attention, types)

@@ -37,14 +37,13 @@ from __future__ import annotations
 import json
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any, TypeVar
+from typing import TypeVar
 
-from pydantic import BaseModel, Field
+from pydantic import BaseModel
 
 from eebench.errors import DataError, one_line
 from eebench.io import (
     atomic_write_text,
-    config_hash,
     read_json,
     read_model,
     read_text,
@@ -52,26 +51,26 @@ from eebench.io import (
     validated,
 )
 from eebench.methods.base import JOINT
-from eebench.models.convert.source import CheckpointSource
-from eebench.run.config import TimingConfig
 from eebench.run.records import (
+    CONFIG_SCHEMA_VERSION,
     MAX_FLOPS,
     POINTS_SCHEMA_VERSION,
     SUMMARY_SCHEMA_VERSION,
-    Data,
     ModelOrigin,
     ModelRun,
     OperatingPoint,
     Provenance,
     RuleRecord,
+    RunConfig,
     RunSummary,
     Timing,
     VariantRecord,
     sweep_number,
 )
-from eebench.train.config import GivenTrainConfig, TrainConfig
+from eebench.run.upgrade import upgrade  # the one place that knows earlier formats
 
-# The records of points.jsonl and summary.json are in eebench.run.records; read and written here.
+# The records of config.json, points.jsonl and summary.json are in eebench.run.records (beside
+# eebench.run.upgrade, which reads earlier versions of them); read and written here.
 __all__ = [
     "CONFIG_FILE", "CONFIG_SCHEMA_VERSION", "ENV_FILE", "IDS_FILE", "MAX_FLOPS", "POINTS_FILE",
     "POINTS_SCHEMA_VERSION", "PREDICTIONS_FILE", "SUMMARY_FILE", "SUMMARY_SCHEMA_VERSION",
@@ -82,60 +81,12 @@ __all__ = [
 
 M = TypeVar("M", bound=BaseModel)
 
-CONFIG_SCHEMA_VERSION = 1  # part of the run directory's hash: changing it renames every run
-
 CONFIG_FILE = "config.json"
 ENV_FILE = "env.json"
 POINTS_FILE = "points.jsonl"
 PREDICTIONS_FILE = "predictions.safetensors"
 IDS_FILE = "ids.txt"
 SUMMARY_FILE = "summary.json"
-
-
-class RunConfig(Data):
-    ADDED_LATER = ("train_task", "rule", "weights")  # left out while None: no run renamed
-    schema_version: int = CONFIG_SCHEMA_VERSION
-    model: str
-    # How the exit heads pool the tokens, "cls" or "mean": resolved (the backbone's own pooling
-    # unless the user chose), never None. Runs written before it was recorded pooled [CLS].
-    pooling: str = "cls"
-    method: str
-    method_settings: dict[str, Any] = Field(default_factory=dict)
-    task: str  # the task evaluated (its split, metrics and ids)
-    # Domain shift (`eebench run --eval-task`): the task the model was trained on, when it is not
-    # `task`. Left out of config.json (and so of the hash) while None: no earlier run is renamed.
-    train_task: str | None = None
-    # Another exit rule swept on the method's trained model (`eebench run --rule`): its points
-    # are labelled `<method>+<rule>`. Left out of config.json while None (the method's own rule).
-    rule: str | None = None
-    split: str
-    seed: int
-    sweep: list[float]  # the values of the run's rule, each written as one number
-    # The training settings that were given or filled in for the run (the backbone's lr, the
-    # seed...), in that order; a default left alone is not recorded, so adding a setting to
-    # TrainConfig renames no run.
-    train: GivenTrainConfig = Field(default_factory=TrainConfig)
-    max_seq_length: int
-    max_eval_samples: int | None = None
-    flops_convention: str
-    timing: TimingConfig = Field(default_factory=TimingConfig)  # recorded whole
-    # Weights made elsewhere, evaluated without training (`eebench run --from-checkpoint`):
-    # where they came from and their sha256. Left out of config.json while None.
-    weights: CheckpointSource | None = None
-
-    def key(self) -> str:
-        """Hash of everything that determines the results: names the run directory."""
-        return config_hash(self.model_dump(mode="json"))
-
-    @property
-    def label(self) -> str:
-        """What its points, scores and submissions call it: the method, or `<method>+<rule>`."""
-        return self.method if self.rule is None else f"{self.method}+{self.rule}"
-
-    @property
-    def trained_on(self) -> str:
-        """The task whose training split the model learnt from."""
-        return self.train_task or self.task
 
 
 VOUCHED_FILES = (CONFIG_FILE, ENV_FILE, POINTS_FILE, PREDICTIONS_FILE, IDS_FILE)
@@ -243,8 +194,6 @@ def read_run(run_dir: Path) -> RunFiles:
     lines = _read_lines(run_dir / POINTS_FILE)
     summary_path = run_dir / SUMMARY_FILE
     summary = read_json(summary_path) if summary_path.exists() else None
-    from eebench.run.upgrade import upgrade  # the one place that knows earlier formats
-
     points, summary = upgrade(config, [data for _, data in lines], summary)
     parsed = [validated(OperatingPoint, data, f"{run_dir / POINTS_FILE}:{n}")
               for (n, _), data in zip(lines, points, strict=True)]

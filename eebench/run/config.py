@@ -34,17 +34,21 @@ A file can hold defaults for a single `eebench run` and, optionally, the grid of
     max_seq_length = 256
     train = { epochs = 3 }
 
+    [backend]               # where the cells run (the Backends flags of `eebench run`)
+    name = "slurm"
+    partition = "gpu"
+
     [[grids]]               # optional: several grids, each over the fields above (subgrids)
     seeds = [2, 3]
     timing = { enabled = false }
 
-Every table is a model (TrainConfig, TimingConfig, TaskSettings), so a bad name or value fails
-when the file is read, with the nearest known name as a hint; so do the names the tables are keyed
-by (a method, a method+rule, a task: `check_names`), a method's settings (its own Settings model),
-an empty list, a duplicate (a seed, a sweep value, a rule, a batch size given twice), a file over
-MAX_CONFIG_BYTES and a grid of more than MAX_GRID_RUNS runs. The command line's flags go over a
-file's through `merge`, the one function `eebench run` and `eebench train` share;
-eebench.run.grid turns the result into validated runs.
+Every table is a model (TrainConfig, TimingConfig, TaskSettings, BackendConfig), so a bad name or
+value fails when the file is read, with the nearest known name as a hint; so do the names the
+tables are keyed by (a method, a method+rule, a task: `check_names`), a method's settings (its
+own Settings model), an empty list, a duplicate (a seed, a sweep value, a rule, a batch size
+given twice), a file over MAX_CONFIG_BYTES and a grid of more than MAX_GRID_RUNS runs. The
+command line's flags go over a file's through `merge`, the one function `eebench run` and
+`eebench train` share; eebench.run.grid turns the result into validated runs.
 """
 
 from __future__ import annotations
@@ -66,6 +70,7 @@ from pydantic import (
 from eebench.errors import UsageError
 from eebench.io import read_text
 from eebench.run.names import check_names
+from eebench.run.subgrids import SELECTION, select_cells
 from eebench.train.config import GivenTrainConfig, Seed, TrainConfig, settings_error
 
 if TYPE_CHECKING:
@@ -170,6 +175,30 @@ class TaskSettings(BaseModel):
     train: GivenTrainConfig = Field(default_factory=TrainConfig)
 
 
+class BackendConfig(BaseModel):
+    """Where a grid's cells run: `[backend]`, under the Backends flags of `eebench run` (which go
+    over it key by key, as every flag does). Nothing here changes a result: no run records it."""
+
+    model_config = ConfigDict(extra="forbid")
+
+    name: str = "local"  # local, slurm or ray (eebench.run.backends.engine refuses another)
+    max_parallel: int | None = Field(None, ge=1)  # cells at once (slurm: the array's %K)
+    retries: int | None = Field(None, ge=0)
+    rerun_failed: bool = False
+    cpus_per_job: int | None = Field(None, ge=1)
+    gpus_per_job: int | None = Field(None, ge=0)
+    partition: str | None = None
+    time_limit: int | None = Field(None, ge=1)  # minutes
+    account: str | None = None
+    slurm_options: dict[str, str] = Field(default_factory=dict)  # extra #SBATCH options
+    exclusive: bool = False
+    wait: bool = True
+    ray_address: str | None = None
+    # local: start no cell whose estimate would end after this time: HH:MM, a date and time, or
+    # a time from now (2h30m), read when the run starts
+    stop_by: str | None = None
+
+
 class GridEntry(BaseModel):
     """One of a config's `[[grids]]`: the fields it gives go over the config's own for its
     cells (tables key by key, as flags do); eebench.run.subgrids."""
@@ -218,6 +247,7 @@ class BenchConfig(BaseModel):
     # Other exit rules to sweep on each method's trained model, in the same pass (eebench rules)
     rules: Annotated[list[str], EachOnce] = Field(default_factory=list)
     tasks_settings: dict[str, TaskSettings] = Field(default_factory=dict)
+    backend: BackendConfig = Field(default_factory=BackendConfig)  # where the cells run
     # Several grids in one: each entry over the fields above, the grid their cells' union
     grids: Annotated[list[GridEntry], Field(max_length=MAX_GRIDS)] = Field(default_factory=list)
 
@@ -274,9 +304,11 @@ def merge(config: BenchConfig, overrides: dict[str, Any]) -> BenchConfig:
     """
     data = config.model_dump(exclude_unset=True)
     if data.get("grids"):  # over each entry too; --method, --task, --seed select its cells
-        from eebench.run.subgrids import flags_over_grids
-
-        data["grids"], overrides = flags_over_grids(config, data["grids"], overrides)
+        rest = {k: v for k, v in overrides.items() if k not in SELECTION}
+        over = {k: v for k, v in rest.items() if k in GridEntry.model_fields}
+        data["grids"] = select_cells(config, [overlay(e, over) for e in data["grids"]],
+                                     overrides)
+        overrides = rest  # the config's lists stay the entries' defaults
     tasks = data.get("tasks_settings", {})
     if (overrides.get("split") or config.split) != "dev":
         for table in (data, *tasks.values()):
@@ -324,7 +356,30 @@ def load_config(path: Path | None) -> BenchConfig:
         raise UsageError(f"{path}: nested too deeply") from None
     check_names(config, where=f"{path}: ", own=True)
     if config.grids:
-        from eebench.run.subgrids import check_grids
-
         check_grids(config, where=f"{path}: ")
     return config
+
+
+def entry_configs(config: BenchConfig, where: str = "") -> list[BenchConfig]:
+    """Each entry of the config's [[grids]] as a config of its own: the entry over the config,
+    validated and checked (a name, a setting) as the command line over a file is."""
+    base = config.model_copy(update={"grids": []})
+    out = []
+    for i, entry in enumerate(config.grids, 1):
+        try:
+            out.append(merge(base, entry.model_dump(exclude_unset=True)))
+        except UsageError as e:
+            raise UsageError(f"{where}grids[{i}]: {e.message}", hint=e.hint) from None
+    return out
+
+
+def check_grids(config: BenchConfig, where: str = "") -> None:
+    """A file's [[grids]], before any work: each entry a valid config, and its own settings
+    for a method (methods_settings, sweeps) for one of the methods it runs."""
+    for i, (entry, own) in enumerate(zip(config.grids, entry_configs(config, where), strict=True),
+                                     1):
+        given = entry.model_dump(exclude_unset=True)
+        probe = BenchConfig(methods=own.methods, tasks=own.tasks, rules=own.rules,
+                            methods_settings=given.get("methods_settings", {}),
+                            sweeps=given.get("sweeps", {}))
+        check_names(probe, where=f"{where}grids[{i}]: ", own=True)

@@ -38,6 +38,7 @@ from eebench.run.artifacts import (
     verify_run,
     write_points,
 )
+from eebench.run.names import backbone_layers
 from eebench.tasks.catalog import get_task
 from eebench.tasks.spec import TaskSpec
 from eebench.train.checkpoint import read_state
@@ -56,28 +57,6 @@ class RunOptions:
     eval_batch_size: int = 64
     console: Any = None
     progress: Any = None  # a rich Progress, or None
-
-
-def backbone_layers(model: str) -> int:
-    """The backbone's depth, from its config (converted where its family needs it); a well-known
-    hub id's from a table, without a download (`known_depth`)."""
-    from eebench.models.backbones import known_depth, load_config
-
-    known = known_depth(model)
-    return known if known is not None else int(load_config(model).num_hidden_layers)
-
-
-def backbone_max_tokens(model: str) -> int | None:
-    """The longest sequence the backbone holds (its family's count of positions), from the
-    config of its local directory; None for a hub id, whose length training checks once it has
-    the model (listing a grid downloads nothing)."""
-    from eebench.models.backbones import load_config, resolve_backbone
-    from eebench.models.families import family_of
-
-    if not Path(resolve_backbone(model)).is_dir():
-        return None
-    config = load_config(model)
-    return family_of(config).max_tokens(config)
 
 
 def run_dir_for(cfg: RunConfig, out: Path) -> Path:

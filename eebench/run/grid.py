@@ -12,7 +12,7 @@ from eebench.methods import derived
 from eebench.methods.base import get_method
 from eebench.methods.units import for_task
 from eebench.run.artifacts import RunConfig
-from eebench.run.config import BenchConfig
+from eebench.run.config import BenchConfig, entry_configs
 from eebench.tasks.catalog import get_task
 from eebench.tasks.loaders import resolve_split
 from eebench.tasks.spec import TaskSpec
@@ -50,8 +50,6 @@ def expand(config: BenchConfig, skip_unrunnable: bool = True) -> Grid:
     regression); with `skip_unrunnable` off (one pair asked for by name) they are refused.
     A config with [[grids]] is the union of its entries' grids (eebench.run.subgrids)."""
     if config.grids:
-        from eebench.run.subgrids import expand_union
-
         return expand_union(config, skip_unrunnable)
     if config.test_out is not None and (config.split != "dev" or config.eval_task is not None):
         what = "--eval-task" if config.eval_task is not None else f"--split {config.split}"
@@ -79,6 +77,28 @@ def expand(config: BenchConfig, skip_unrunnable: bool = True) -> Grid:
     own = config.model_copy(update={"eval_task": None})
     return Grid(runs, left_out, [run_config_for(own, r.method, r.trained_on, r.seed, r.rule)
                                for r in runs])
+
+
+def expand_union(config: BenchConfig, skip_unrunnable: bool = True) -> Grid:
+    """The runs of every entry of the config's [[grids]], entry by entry; a cell (method or
+    method+rule, task, seed) that two entries give is refused, naming both."""
+    grids = []
+    for i, entry in enumerate(entry_configs(config), 1):
+        try:
+            grids.append(expand(entry, skip_unrunnable))
+        except UsageError as e:  # a sweep value, a method on a task: which entry says so
+            raise UsageError(f"grids[{i}]: {e.message}", hint=e.hint) from None
+    given: dict[tuple[str, str, int], int] = {}
+    for i, grid in enumerate(grids, 1):
+        for r in grid.runs:
+            first = given.setdefault((r.label, r.task, r.seed), i)
+            if first != i:
+                raise UsageError(f"grids[{first}] and grids[{i}] both give {r.label} on {r.task}, "
+                                 f"seed {r.seed}", hint="give each cell in one entry")
+    return Grid(runs=[r for g in grids for r in g.runs],
+                skipped=list(dict.fromkeys(s for g in grids for s in g.skipped)),
+                in_domain=[r for g in grids for r in g.in_domain],
+                test=[r for g in grids for r in g.test], test_out=config.test_out)
 
 
 def refusal(method: str, task: TaskSpec) -> str | None:
@@ -131,7 +151,9 @@ def rules_for(config: BenchConfig, method: str, task: str,
                 raise UsageError(why, hint="`eebench rules` shows each rule's unit")
             skipped[(f"{m.name}+{kind.name}", spec.name)] = why
             continue
-        if len(m.variants([1.0, 2.0])) > 1:  # one model per sweep value, e.g. static's
+        # what a rule run trains (execute's own call): the method's one model; static trains
+        # one per sweep value, so none here
+        if len(m.variants([])) != 1:
             raise UsageError(f"--rule {kind.name}: {m.name} trains {derived.trains(m)}, each with "
                              "one exit: there is no exit to choose", hint="use --rule with methods "
                              "that put exits on one model (eebench methods)")
@@ -182,7 +204,7 @@ def run_config_for(config: BenchConfig, method: str, task: str, seed: int,
     pool)."""
     from eebench.measure.flops import CONVENTIONS
     from eebench.models.backbones import resolve_pooling
-    from eebench.run.execute import backbone_layers
+    from eebench.run.names import backbone_layers
 
     spec = get_task(task)
     evaluated = spec if config.eval_task is None else get_task(config.eval_task)
@@ -250,7 +272,7 @@ def _check_length(config: BenchConfig, trained: TaskSpec, evaluated: TaskSpec) -
     """The max_seq_length each task trains and is evaluated with fits the backbone's positions:
     refused before any work (a dry run refuses what the run would), naming the setting that
     gave it, as training would refuse it."""
-    from eebench.run.execute import backbone_max_tokens
+    from eebench.run.names import backbone_max_tokens
 
     limit = backbone_max_tokens(config.model)
     for task in dict.fromkeys((trained.name, evaluated.name)):
@@ -264,16 +286,15 @@ def _check_length(config: BenchConfig, trained: TaskSpec, evaluated: TaskSpec) -
 def _check_halting(rule: str, model: str) -> None:
     """A rule whose words halt on their own runs live on BERT-style layers only
     (eebench.models.live_layer): refused in one line before anything trains."""
-    from eebench.models.live_layer import LIVE_FAMILIES
+    from eebench.models.token_halting_layer import LIVE_FAMILIES
     from eebench.rules.catalog import get_rule
+    from eebench.run.names import backbone_family
 
     if not rule or not getattr(get_rule(rule), "halts_tokens", False):
         return
     if model in LIVE_FAMILIES:
         return
-    from eebench.models.backbones import load_config
-
-    family = getattr(load_config(model), "model_type", "?")
+    family = backbone_family(model)
     if family not in LIVE_FAMILIES:
         raise UsageError(f"rule {rule!r} halts words and runs live on {', '.join(LIVE_FAMILIES)} "
                          f"layers; {model} is {family!r}",

@@ -1,6 +1,9 @@
 """What a grid config names is known, given once and spelt one way: its methods, rules and
 tasks (the registries' names), the keys of its per-method and per-task tables, and a grid within
-`MAX_GRID_RUNS` (`eebench.run.config` checks every config it reads or merges through here)."""
+`MAX_GRID_RUNS` (`eebench.run.config` checks every config it reads or merges through here); and
+what a grid needs of the backbone it names (its depth, its positions, its family), from the
+backbones' own table wherever it says, so that expanding a grid reads no model.
+"""
 
 from __future__ import annotations
 
@@ -9,6 +12,45 @@ from typing import Any
 from eebench.errors import EebenchError, UsageError
 
 MAX_GRID_RUNS = 10_000  # seeds x tasks x methods x (1 + rules): the largest benchmark has 240
+
+
+def backbone_layers(model: str) -> int:
+    """The backbone's depth: a registered backbone's or a well-known hub id's from a table
+    (`known_depth`: nothing is read or downloaded), else from its config (converted where its
+    family needs it)."""
+    from eebench.models.backbones import known_depth, load_config
+
+    known = known_depth(model)
+    return known if known is not None else int(load_config(model).num_hidden_layers)
+
+
+def backbone_max_tokens(model: str) -> int | None:
+    """The longest sequence the backbone holds (its family's count of positions): a registered
+    backbone's from its table, else from the config of its local directory; None for a hub id
+    (registered or not), whose length training checks once it has the model (listing a grid
+    downloads nothing)."""
+    from pathlib import Path
+
+    from eebench.models.backbones import BACKBONES, load_config, resolve_backbone
+
+    if model in BACKBONES:  # a bundled one's from the table; a hub id's (None) checked later
+        return BACKBONES.get(model).max_tokens
+    if not Path(resolve_backbone(model)).is_dir():
+        return None
+    from eebench.models.families import family_of
+
+    config = load_config(model)
+    return family_of(config).max_tokens(config)
+
+
+def backbone_family(model: str) -> str:
+    """The backbone's family (its config's model_type): a registered backbone's from its table,
+    else from its config."""
+    from eebench.models.backbones import BACKBONES, load_config
+
+    if model in BACKBONES:
+        return BACKBONES.get(model).family
+    return str(getattr(load_config(model), "model_type", "?"))
 
 def check_names(config: Any, where: str = "", own: bool = False) -> None:
     """Every name a config (a `BenchConfig`) gives is known, and given once: its methods, tasks,

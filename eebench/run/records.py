@@ -1,5 +1,5 @@
-"""The records of a run directory's points and summary (eebench.run.artifacts reads and writes
-the files): pydantic models, each file with its own schema_version. Runs written by earlier
+"""The records of a run directory's config, points and summary (eebench.run.artifacts reads and
+writes the files): pydantic models, each file with its own schema_version. Runs written by earlier
 versions are read through eebench.run.upgrade, so these are only ever today's schemas.
 """
 
@@ -12,18 +12,69 @@ from typing import Annotated, Any
 
 from pydantic import ConfigDict, Field, model_validator
 
-from eebench.io import AddedLater
+from eebench.io import AddedLater, config_hash
+from eebench.models.convert.source import CheckpointSource
+from eebench.run.config import TimingConfig
+from eebench.train.config import GivenTrainConfig, TrainConfig
 
 POINTS_SCHEMA_VERSION = 3  # 2: each point names its variant; 3: its named sweep values
 # 2: the variants; 3: the rule and what it read (temperatures...); 4: each exit's path (the
 # models, layers and heads a sample exiting there ran), named sweep values, the rule's settings
 SUMMARY_SCHEMA_VERSION = 4
+CONFIG_SCHEMA_VERSION = 1  # part of the run directory's hash: changing it renames every run
 
 
 class Data(AddedLater):
     """A record of a run directory; fields it gained later are `ADDED_LATER` (eebench.io)."""
 
     model_config = ConfigDict(extra="forbid", protected_namespaces=())
+
+
+class RunConfig(Data):
+    ADDED_LATER = ("train_task", "rule", "weights")  # left out while None: no run renamed
+    schema_version: int = CONFIG_SCHEMA_VERSION
+    model: str
+    # How the exit heads pool the tokens, "cls" or "mean": resolved (the backbone's own pooling
+    # unless the user chose), never None. Runs written before it was recorded pooled [CLS].
+    pooling: str = "cls"
+    method: str
+    method_settings: dict[str, Any] = Field(default_factory=dict)
+    task: str  # the task evaluated (its split, metrics and ids)
+    # Domain shift (`eebench run --eval-task`): the task the model was trained on, when it is not
+    # `task`. Left out of config.json (and so of the hash) while None: no earlier run is renamed.
+    train_task: str | None = None
+    # Another exit rule swept on the method's trained model (`eebench run --rule`): its points
+    # are labelled `<method>+<rule>`. Left out of config.json while None (the method's own rule).
+    rule: str | None = None
+    split: str
+    seed: int
+    sweep: list[float]  # the values of the run's rule, each written as one number
+    # The training settings that were given or filled in for the run (the backbone's lr, the
+    # seed...), in that order; a default left alone is not recorded, so adding a setting to
+    # TrainConfig renames no run.
+    train: GivenTrainConfig = Field(default_factory=TrainConfig)
+    max_seq_length: int
+    max_eval_samples: int | None = None
+    flops_convention: str
+    timing: TimingConfig = Field(default_factory=TimingConfig)  # recorded whole
+    # Weights made elsewhere, evaluated without training (`eebench run --from-checkpoint`):
+    # where they came from and their sha256. Left out of config.json while None.
+    weights: CheckpointSource | None = None
+
+    def key(self) -> str:
+        """Hash of everything that determines the results: names the run directory."""
+        return config_hash(self.model_dump(mode="json"))
+
+    @property
+    def label(self) -> str:
+        """What its points, scores and submissions call it: the method, or `<method>+<rule>`."""
+        return self.method if self.rule is None else f"{self.method}+{self.rule}"
+
+    @property
+    def trained_on(self) -> str:
+        """The task whose training split the model learnt from."""
+        return self.train_task or self.task
+
 
 
 class Timing(Data):

@@ -7,7 +7,7 @@ import math
 from typing import Any
 
 from eebench.methods.base import JOINT
-from eebench.run.artifacts import POINTS_SCHEMA_VERSION, SUMMARY_SCHEMA_VERSION, RunConfig
+from eebench.run.records import POINTS_SCHEMA_VERSION, SUMMARY_SCHEMA_VERSION, RunConfig
 
 # What summaries before schema 3 did not record: the rule each built-in method's points were
 # decided by, and how each built-in rule met its threshold (the rules' code then; runs record

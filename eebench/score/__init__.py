@@ -6,52 +6,32 @@ Numpy and pandas, no torch. `results_frame(run_records(raw_points(runs)))` is th
 `score(points, reference)` turns them into a ScoreReport (eebench.score.report), which the CLI
 prints, `--json` dumps and `--csv` writes. In all output metrics are in percent and FLOPs in
 MFLOPs per sample, as ELUE reports them.
+
+The names below are loaded on first use (numpy, pandas): the command line reads
+eebench.score.policy (the named extrapolation policies) for its options without loading them.
 """
 
-from eebench.score.collect import (
-    RawPoint,
-    Run,
-    check_consistent,
-    find_run_dirs,
-    load_run,
-    load_runs,
-    raw_points,
-)
-from eebench.score.elue import DEFAULT_EXTRAPOLATE, EXTRAPOLATE, curve_at, elue_deltas, overall
-from eebench.score.pareto import front_auc, hypervolume, normalized, pareto_mask
-from eebench.score.reference import (
-    ReferenceCurves,
-    build_reference,
-    load_reference,
-    save_reference,
-)
-from eebench.score.report import (
-    REPORT_SCHEMA_VERSION,
-    HvReference,
-    MethodTask,
-    ScoreReport,
-    TaskReport,
-    elue_by_seed,
-    hv_reference,
-    score,
-)
-from eebench.score.stats import (
-    Point,
-    Rank,
-    aggregate_seeds,
-    compare_methods,
-    rank_methods,
-    sample_std,
-    seed_points,
-)
-from eebench.score.table import results_frame, run_records, submission_records
+from importlib import import_module
 
-__all__ = [
-    "DEFAULT_EXTRAPOLATE", "EXTRAPOLATE", "REPORT_SCHEMA_VERSION", "HvReference", "MethodTask",
-    "Point", "RawPoint", "Rank", "ReferenceCurves", "Run", "ScoreReport", "TaskReport",
-    "aggregate_seeds", "build_reference", "check_consistent", "compare_methods", "curve_at",
-    "elue_by_seed", "elue_deltas", "find_run_dirs", "front_auc", "hv_reference", "hypervolume",
-    "load_reference", "load_run", "load_runs", "normalized", "overall", "pareto_mask",
-    "rank_methods", "raw_points", "results_frame", "run_records", "sample_std", "save_reference",
-    "score", "seed_points", "submission_records",
-]
+_FROM = {
+    "collect": ("RawPoint", "Run", "check_consistent", "find_run_dirs", "load_run", "load_runs",
+                "raw_points"),
+    "elue": ("curve_at", "elue_deltas", "overall"),
+    "pareto": ("front_auc", "hypervolume", "normalized", "pareto_mask"),
+    "policy": ("DEFAULT_EXTRAPOLATE", "EXTRAPOLATE", "Extrapolate"),
+    "reference": ("ReferenceCurves", "build_reference", "load_reference", "save_reference"),
+    "report": ("REPORT_SCHEMA_VERSION", "HvReference", "MethodTask", "ScoreReport", "TaskReport",
+               "elue_by_seed", "hv_reference", "score"),
+    "stats": ("Point", "Rank", "aggregate_seeds", "compare_methods", "rank_methods",
+              "sample_std", "seed_points"),
+    "table": ("results_frame", "run_records", "submission_records"),
+}
+_LAZY = {name: f"eebench.score.{module}" for module, names in _FROM.items() for name in names}
+
+__all__ = sorted(_LAZY)
+
+
+def __getattr__(name: str):
+    if name in _LAZY:
+        return getattr(import_module(_LAZY[name]), name)
+    raise AttributeError(f"module 'eebench.score' has no attribute {name!r}")

@@ -22,7 +22,7 @@ from collections.abc import Mapping, Sequence
 import numpy as np
 
 from eebench.errors import UsageError
-from eebench.policy import DEFAULT_EXTRAPOLATE, EXTRAPOLATE
+from eebench.score.policy import DEFAULT_EXTRAPOLATE, EXTRAPOLATE
 
 
 def curve_at(

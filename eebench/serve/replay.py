@@ -32,7 +32,7 @@ from eebench.run.artifacts import (
     samples_hash,
     verify_run,
 )
-from eebench.serve import arrivals as A
+from eebench.serve.arrivals import DEFAULT_BURST, bursty, poisson, rescale, span
 from eebench.serve.report import ServeReport, result_of
 from eebench.serve.scheduler import SCHEDULERS, Clock, serve
 
@@ -151,12 +151,12 @@ def replay_seconds(rates: Sequence[float], n: int, capacity_rps: float | None = 
     waits for the arrivals' span, and takes at least n / capacity to serve them where the full
     model's capacity is known (a rate above it is served at about the capacity)."""
     serving = n / capacity_rps if capacity_rps else 0.0
-    return schedulers * sum(max(A.span(n, rate), serving) for rate in rates)
+    return schedulers * sum(max(span(n, rate), serving) for rate in rates)
 
 
 def replay(target: Target, kind: str, rates: Sequence[float], requests: int, max_batch: int,
            target_ms: float, capacity_rps: float, device: str, seed: int = 0,
-           trace: np.ndarray | None = None, burst: float = A.DEFAULT_BURST,
+           trace: np.ndarray | None = None, burst: float = DEFAULT_BURST,
            schedulers: Sequence[str] = SCHEDULERS,
            clock: Callable[[], Clock] | None = None,
            progress: Callable[[str], None] | None = None) -> ServeReport:
@@ -184,12 +184,12 @@ def replay(target: Target, kind: str, rates: Sequence[float], requests: int, max
 
 
 def arrivals_at(kind: str, rate: float, n: int, seed: int, trace: np.ndarray | None,
-                burst: float = A.DEFAULT_BURST) -> np.ndarray:
+                burst: float = DEFAULT_BURST) -> np.ndarray:
     """The arrival times of one rate: `kind`'s process, or the trace rescaled to `rate`."""
     if kind == "poisson":
-        return A.poisson(rate, n, seed)
+        return poisson(rate, n, seed)
     if kind == "bursty":
-        return A.bursty(rate, n, burst, seed)
+        return bursty(rate, n, burst, seed)
     if trace is None:
         raise ValueError("a trace replay needs its timestamps")  # a caller's bug
-    return A.rescale(trace, rate)
+    return rescale(trace, rate)

@@ -188,12 +188,11 @@ def _point(p) -> OperatingPoint:
 
 
 def _elue(points, reference: Path, extrapolate: str, label: str) -> EluScore:
-    from eebench.score import load_reference
-    from eebench.score import score as score_points
+    from eebench.score import load_reference, score
     from eebench.score.elue import overall
 
     ref = load_reference(reference)
-    per_task = score_points(points, ref, extrapolate).elue.get(label, {})
+    per_task = score(points, ref, extrapolate).elue.get(label, {})
     return EluScore(reference=ref.name, reference_sha256=sha256_file(Path(reference)),
                       reference_model=ref.model, extrapolate=extrapolate,
                       tasks=dict(sorted(per_task.items())), overall=overall(per_task))

@@ -15,7 +15,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING
 
-from eebench.errors import DataError
+from eebench.errors import DataError, one_line
 from eebench.submit.schema import Submission
 
 if TYPE_CHECKING:
@@ -30,11 +30,6 @@ REFERENCES_DIR = "references"  # the default: <the submissions' folder>/../refer
 # scored against them wherever eebench is installed, not only inside the repository.
 SHIPPED_REFERENCES = Path(__file__).with_name(REFERENCES_DIR)
 MAX_REFERENCE_BYTES = 10 * 2**20  # a reference of every task is a few kB
-
-
-def _short(text: str, n: int = 60) -> str:
-    line = " ".join(text.split())
-    return line if len(line) <= n else line[: n - 3] + "..."
 
 
 @dataclass(frozen=True)
@@ -86,7 +81,8 @@ class References:
         named = [r for r in self.known if r.curves.name == name]
         if not named:
             names = sorted({r.curves.name for r in self.known})
-            raise DataError(f"elue.reference: unknown reference {_short(repr(name), 60)}",
+            shown = one_line(repr(name), 60, cut="...")
+            raise DataError(f"elue.reference: unknown reference {shown}",
                             hint=f"known in {self.where}: {', '.join(names)}; another "
                             "folder: --references DIR" if names else
                             f"{self.where}: pass --references DIR")
@@ -175,7 +171,8 @@ def check_elue(sub: Submission, references: References) -> None:
     known = references.find(elue.reference, elue.reference_sha256)
     ref = known.curves
     if elue.reference_model != ref.model:
-        raise DataError(f"elue.reference_model {_short(repr(elue.reference_model), 60)} is not "
+        shown = one_line(repr(elue.reference_model), 60, cut="...")
+        raise DataError(f"elue.reference_model {shown} is not "
                         f"the model of reference {ref.name!r} ({ref.model!r})")
     scores = elue_scores(sub, ref, known.sha256)
     if set(scores) != set(elue.tasks):

@@ -49,7 +49,7 @@ from pydantic import (
     field_validator,
 )
 
-from eebench.policy import EXTRAPOLATE
+from eebench.score.policy import EXTRAPOLATE
 
 SUBMISSION_SCHEMA_VERSION = 3
 SCHEMA_ID = "https://eebench.dev/leaderboard/schema.json"
@@ -273,7 +273,7 @@ class EluScore(_Strict):
         "sha256 of the reference file's bytes: `eebench validate` finds the reference by name "
         "and refuses another content"))
     reference_model: Text
-    extrapolate: Literal[EXTRAPOLATE]  # eebench.policy.Extrapolate's values
+    extrapolate: Literal[EXTRAPOLATE]  # eebench.score.policy.Extrapolate's values
     tasks: dict[Key, float] = Field(min_length=1, max_length=MAX_TASKS)
     overall: float
 

@@ -28,7 +28,7 @@ from typing import TYPE_CHECKING
 
 from pydantic import ValidationError
 
-from eebench.errors import DataError, EebenchError, printable
+from eebench.errors import DataError, EebenchError, one_line
 from eebench.io import read_bytes
 from eebench.submit.counts import check_counts
 from eebench.submit.plausible import check_costs
@@ -114,21 +114,9 @@ def parse_json(data: bytes) -> object:
     except json.JSONDecodeError as e:
         raise DataError(f"not valid JSON: {e.msg} (line {e.lineno}, column {e.colno})") from None
     except ValueError as e:  # our hooks, and integers too long to convert
-        raise DataError(f"not valid JSON: {_short(str(e))}") from None
+        raise DataError(f"not valid JSON: {one_line(str(e), 160, cut='...')}") from None
     except RecursionError:
         raise DataError("not valid JSON: nested too deeply") from None
-
-
-def _short(text: str, n: int = 160) -> str:
-    line = " ".join(text.split())
-    return line if len(line) <= n else line[: n - 3] + "..."
-
-
-def one_line(text: str, n: int = 300) -> str:
-    """A reason as one printable line: a control character from a file (an ANSI escape in a
-    task key, a newline, a right-to-left override) is shown escaped, never sent to the terminal
-    or the page."""
-    return _short(printable(text), n)
 
 
 def _where(loc: Sequence[int | str]) -> str:
@@ -146,7 +134,7 @@ def schema_error(e: ValidationError) -> str:
     if kind == "extra_forbidden":
         return f"{where}: unknown field"
     got = repr(err.get("input"))
-    return f"{where}: {_short(err['msg'], 120)} (got {_short(got, 40)})"
+    return f"{where}: {one_line(err['msg'], 120, cut='...')} (got {one_line(got, 40, cut='...')})"
 
 
 def parse_submission(data: object) -> Submission:
@@ -159,7 +147,7 @@ def parse_submission(data: object) -> Submission:
     data = upgrade(data)
     version = data.get("schema_version")
     if version != SUBMISSION_SCHEMA_VERSION or isinstance(version, bool):
-        raise DataError(f"schema_version {_short(repr(version), 40)} is not supported",
+        raise DataError(f"schema_version {one_line(repr(version), 40, cut='...')} is not supported",
                         hint=f"this eebench reads schema_version {SUBMISSION_SCHEMA_VERSION}; "
                              "rebuild the file from its runs with `eebench submit`")
     try:
@@ -373,7 +361,7 @@ def validate_file(path: Path, max_bytes: int = MAX_BYTES,
             references = default_references(path.parent)
         sub = validate_data(data, references)
     except DataError as e:
-        return Verdict(path, None, one_line(str(e)))
+        return Verdict(path, None, one_line(str(e), 300, cut="...", escaped=True))
     used = None if sub.elue is None else references.find(sub.elue.reference,
                                                          sub.elue.reference_sha256)
     return Verdict(path, sub, None, used)

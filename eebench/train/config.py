@@ -23,7 +23,7 @@ from pydantic import (
 )
 
 from eebench.errors import UsageError
-from eebench.train import checkpoint as ckpt
+from eebench.train.checkpoint import SCHEMA_VERSION
 
 if TYPE_CHECKING:
     from eebench.methods.base import EarlyExitMethod
@@ -239,7 +239,7 @@ def run_config(method: EarlyExitMethod, spec: TaskSpec, backbone: str, train_exa
     `pooling` is the resolved choice ("cls" or "mean"): the heads' structure."""
     local = Path(backbone)
     return {
-        "schema_version": ckpt.SCHEMA_VERSION,
+        "schema_version": SCHEMA_VERSION,
         "backbone": str(local.resolve()) if local.is_dir() else backbone,
         "method": method.name,
         "method_settings": method.settings,

@@ -21,7 +21,13 @@ from eebench.methods.base import EarlyExitMethod, get_method
 from eebench.methods.derived import trains
 from eebench.models.convert import CheckpointSource, open_checkpoint
 from eebench.models.convert.source import Checkpoint
-from eebench.train import checkpoint as ckpt
+from eebench.train.checkpoint import (
+    TrainState,
+    checkpoint_path,
+    read_state,
+    recover,
+    save_checkpoint,
+)
 from eebench.train.naming import claimed, lock_file
 
 IMPORTED = "imported"  # under the checkpoints root
@@ -77,7 +83,7 @@ def planned_import(source: str, method: str, settings: dict[str, Any], task: Any
 def imported_path(root: Path, record: CheckpointSource, method: EarlyExitMethod) -> Path:
     key = config_hash({"weights": record.model_dump(mode="json"), "method": method.name,
                        "settings": method.settings})
-    return ckpt.checkpoint_path(Path(root) / IMPORTED, record.source, method.name, "any", key)
+    return checkpoint_path(Path(root) / IMPORTED, record.source, method.name, "any", key)
 
 
 def import_checkpoint(record: CheckpointSource, method: EarlyExitMethod, root: Path,
@@ -96,8 +102,8 @@ def _convert(record: CheckpointSource, method: EarlyExitMethod, path: Path, cons
     """Write the converted checkpoint at `path` (its lock held), unless it is there finished."""
     from eebench.models.convert.build import load_model, load_tokenizer
 
-    ckpt.recover(path)
-    state = ckpt.read_state(path)
+    recover(path)
+    state = read_state(path)
     if state is not None and state.finished:
         return
     checkpoint = opened(record.source)
@@ -109,6 +115,6 @@ def _convert(record: CheckpointSource, method: EarlyExitMethod, path: Path, cons
     tokenizer = load_tokenizer(checkpoint, model.config)
     if console is not None:
         console.print(f"imported {record.format} checkpoint {record.source} as {method.name}")
-    state = ckpt.TrainState(config_hash=path.name, finished=True,
+    state = TrainState(config_hash=path.name, finished=True,
                             config={"imported": record.model_dump(mode="json")})
-    ckpt.save_checkpoint(path, model, tokenizer, state)
+    save_checkpoint(path, model, tokenizer, state)

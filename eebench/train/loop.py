@@ -23,8 +23,7 @@ from typing import TYPE_CHECKING, Any
 
 from eebench.errors import EebenchError, UsageError
 from eebench.methods import derived
-from eebench.train import checkpoint as ckpt
-from eebench.train import distributed
+from eebench.train import checkpoint, distributed
 from eebench.train.config import TrainConfig
 from eebench.train.naming import NamedCheckpoint, claimed, lock_file, name_checkpoint
 
@@ -115,10 +114,10 @@ def _train_claimed(named: NamedCheckpoint, method: EarlyExitMethod, task_spec: T
     console = console if procs.is_main else None
     if procs.is_main:
         if overwrite:
-            ckpt.remove(path)
-        ckpt.recover(path)
+            checkpoint.remove(path)
+        checkpoint.recover(path)
     procs.barrier()
-    state = ckpt.read_state(path)
+    state = checkpoint.read_state(path)
     if state is not None and state.config_hash != key:
         raise EebenchError(
             f"checkpoint {path} was written for another configuration ({state.config_hash})",
@@ -129,8 +128,8 @@ def _train_claimed(named: NamedCheckpoint, method: EarlyExitMethod, task_spec: T
             console.print(f"already trained: {path}")
         return path
     trainer = _Trainer(method, task_spec, backbone, train_examples, dev_examples, cfg, path,
-                       state or ckpt.TrainState(config_hash=key, config=config), console, on_step,
-                       pooling, held_out, procs)
+                       state or checkpoint.TrainState(config_hash=key, config=config), console,
+                       on_step, pooling, held_out, procs)
     trainer.run()
     return path
 
@@ -157,8 +156,8 @@ class _Trainer:
         self.tokenizer = load_tokenizer(backbone)
         if state.global_step > 0 or state.stage > 0:
             self._check_model_config()
-            ckpt.load_weights(self.model, path)
-            ckpt.set_rng_state(ckpt.load_rng(path), self.device)
+            checkpoint.load_weights(self.model, path)
+            checkpoint.set_rng_state(checkpoint.load_rng(path), self.device)
         elif spec.is_regression and cfg.regression_bias_init == "label_mean":
             mean = float(sum(train_examples.labels) / len(train_examples.labels))
             with torch.no_grad():
@@ -175,12 +174,12 @@ class _Trainer:
         if dev_examples is not None and dev_examples.labels is not None and len(dev_examples):
             self.dev_data = encode_for(spec, dev_examples, self.tokenizer, cfg.max_seq_length)
         self.optimizer, self.schedule = None, None
-        self.rng = ckpt.rng_state(self.device)  # the RNG state at the last finished step
+        self.rng = checkpoint.rng_state(self.device)  # the RNG state at the last finished step
         self.saved_step = state.global_step
         self.clock = time.perf_counter()  # training time since the last save
 
     def _check_model_config(self) -> None:
-        stored = ckpt.read_model_config(self.path)
+        stored = checkpoint.read_model_config(self.path)
         built = json.loads(json.dumps(self.model.model_config(), default=str))
         stored.pop("source", None), built.pop("source", None)  # ./x and /abs/x are one model
         if stored != built:
@@ -197,8 +196,8 @@ class _Trainer:
             now = time.perf_counter()
             self.state.train_seconds += now - self.clock  # unrounded: many short saves add up
             self.clock = now
-            with ckpt.hold_interrupts():
-                ckpt.save_checkpoint(self.path, self.model, self.tokenizer, self.state,
+            with checkpoint.hold_interrupts():
+                checkpoint.save_checkpoint(self.path, self.model, self.tokenizer, self.state,
                                      None if self.state.finished else self.optimizer,
                                      None if self.state.finished else self.schedule, self.rng)
         self.saved_step = self.state.global_step
@@ -247,7 +246,7 @@ class _Trainer:
                 self.run_stage(stages[index])
                 if index + 1 == len(stages) and self.held_out is not None:
                     self.calibrate()  # saved with the last stage's checkpoint
-                with ckpt.hold_interrupts():
+                with checkpoint.hold_interrupts():
                     self.state.stage, self.state.epoch = index + 1, 0
                     self.state.step_in_epoch = self.state.stage_step = 0
                     self.optimizer, self.schedule = None, None
@@ -298,7 +297,7 @@ class _Trainer:
         optimizer = torch.optim.AdamW(optimizer_groups(model, trainable, cfg.weight_decay),
                                       lr=cfg.lr, eps=cfg.adam_eps, fused=fused or None)
         if state.stage_step > 0:
-            ckpt.load_optimizer(optimizer, self.path)
+            checkpoint.load_optimizer(optimizer, self.path)
         self.optimizer = optimizer
         exits = stage.exit_indices(model.num_exits)
         route = derived.route(self.method, stage, model.num_exits)
@@ -339,7 +338,7 @@ class _Trainer:
                         raise EebenchError(f"training diverged: the gradient norm is {norm.item()} "
                                            f"at step {state.global_step + 1}",
                                            hint="lower the --lr")
-                    with ckpt.hold_interrupts():
+                    with checkpoint.hold_interrupts():
                         optimizer.step()
                         optimizer.zero_grad(set_to_none=True)
                         state.step_in_epoch += 1
@@ -348,7 +347,7 @@ class _Trainer:
                         self.schedule = {"kind": "linear_warmup_decay", "base_lr": cfg.lr,
                                          "warmup_steps": warmup, "total_steps": total,
                                          "step": state.stage_step}
-                        self.rng = ckpt.rng_state(self.device)
+                        self.rng = checkpoint.rng_state(self.device)
                     loss_sum, n = loss_sum + loss.item(), n + 1
                     bar.update(task, advance=1, description=f"{stage.name} e{epoch + 1} "
                                f"loss {loss_sum / n:.4f}")
@@ -359,7 +358,7 @@ class _Trainer:
                         self.save()
                     if self.on_step is not None:
                         self.on_step(step)
-                with ckpt.hold_interrupts():
+                with checkpoint.hold_interrupts():
                     state.epoch, state.step_in_epoch = epoch + 1, 0
                 if not (self.cfg.eval_every and state.global_step % self.cfg.eval_every == 0):
                     self.evaluate(stage, loss_sum / n if n else None)

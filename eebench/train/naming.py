@@ -20,7 +20,7 @@ from eebench.errors import DataError, UsageError
 from eebench.io import config_hash
 from eebench.io.locks import locked
 from eebench.methods.derived import calibration_fraction, check_task
-from eebench.train import checkpoint as ckpt
+from eebench.train.checkpoint import checkpoint_path
 from eebench.train.config import TrainConfig, run_config
 
 if TYPE_CHECKING:
@@ -76,7 +76,7 @@ def name_checkpoint(method: EarlyExitMethod, task_spec: TaskSpec, backbone: str,
     train_examples, held_out = hold_out(train_examples, calibration_fraction(method), cfg.seed)
     config = run_config(method, task_spec, backbone, train_examples, cfg, pooling)
     key = config_hash(config)
-    path = ckpt.checkpoint_path(out_dir, backbone, method.name, task_spec.name, key)
+    path = checkpoint_path(out_dir, backbone, method.name, task_spec.name, key)
     return NamedCheckpoint(cfg, pooling, train_examples, held_out, config, key, path)
 
 

@@ -125,7 +125,7 @@ def _load_strict(module: Any, state: dict[str, Any], what: str) -> None:
     try:
         missing, unexpected = module.load_state_dict(state, strict=False)
     except RuntimeError as e:  # a shape that does not fit
-        first = " ".join(str(e).split("\n\t")[-1].split())[:200]
+        first = one_line(str(e).split("\n\t")[-1])  # torch's last line: the shape that differs
         raise DataError(f"{what} does not fit its config: {first}") from None
     missing = [k for k in missing if not k.endswith(BUFFERS)]
     if missing or unexpected:

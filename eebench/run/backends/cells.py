@@ -139,10 +139,6 @@ def read_error(cell: Cell, out: Path | str) -> dict[str, Any] | None:
     return read_json(path) if path.exists() else None
 
 
-def one_line(e: BaseException) -> str:
-    return errors.one_line(e, limit=2000, named=True)
-
-
 def write_error(run_dir: Path, error: str, kind: str, attempt: int, backend: str,
                 trace: str | None = None, job: str | None = None) -> None:
     """The failure record of a cell: error.json (one line and where it happened), and the
@@ -180,10 +176,11 @@ def run_cell(cell: Cell, opts: WorkerOptions, attempt: int = 1) -> CellOutcome:
     try:
         done = fn(cell, opts)
     except Exception as e:
-        write_error(run_dir, one_line(e), type(e).__name__, attempt, opts.backend,
+        error = errors.one_line(e, limit=2000, named=True)
+        write_error(run_dir, error, type(e).__name__, attempt, opts.backend,
                     traceback.format_exc())
-        return CellOutcome(cell.key, "failed", attempt, _since(started), one_line(e),
-                           str(run_dir), _job_id())
+        return CellOutcome(cell.key, "failed", attempt, _since(started), error, str(run_dir),
+                           _job_id())
     if done is None:
         return CellOutcome(cell.key, "busy", attempt, _since(started), run_dir=str(run_dir))
     clear_error(run_dir)

@@ -214,7 +214,7 @@ def _steps(rc: RunConfig, data_dir: Path | None) -> int | None:
     per_epoch = math.ceil(n / train.batch_size)
     steps = 0
     for variant in get_method(rc.method, **rc.method_settings).variants(rc.sweep):
-        from eebench.run.execute import backbone_layers
+        from eebench.run.names import backbone_layers
 
         # one model, or several run in turn
         for model in variant.method.models(backbone_layers(rc.model)):
@@ -261,7 +261,7 @@ def trained_models(cell: Cell, data_dir: Path | None, checkpoints: Path
     """The models the cell trains, each named as `eebench.train.loop.train` names its
     checkpoint; None where the training split is not on disk (or cannot be read)."""
     from eebench.methods.base import get_method
-    from eebench.run.execute import backbone_layers
+    from eebench.run.names import backbone_layers
     from eebench.tasks.catalog import get_task
     from eebench.train.checkpoint import read_state
     from eebench.train.naming import name_checkpoint

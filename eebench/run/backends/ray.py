@@ -17,8 +17,8 @@ import os
 from collections import deque
 from typing import Any
 
-from eebench.errors import EebenchError
-from eebench.run.backends.cells import CellOutcome, cell_dir, one_line, run_cell, write_error
+from eebench.errors import EebenchError, one_line
+from eebench.run.backends.cells import CellOutcome, cell_dir, run_cell, write_error
 from eebench.run.backends.engine import Engine, Handle, engine_missing
 from eebench.run.backends.resources import check_reachable
 
@@ -54,7 +54,7 @@ class RayEngine(Engine):
             except (ConnectionError, RuntimeError, ValueError, TimeoutError) as e:
                 where = self.opts.ray_address or "a local cluster"
                 raise EebenchError(f"--backend ray: cannot start or reach {where}: "
-                                   f"{one_line(e)[:300]}") from None
+                                   f"{one_line(e, limit=300, named=True)}") from None
             self.started = True
         self._check_gpus()
         self.task = ray.remote(run_cell).options(
@@ -103,7 +103,7 @@ class RayEngine(Engine):
             # A dead worker was already re-run max_retries times by Ray; an error raised in
             # the task itself (RayTaskError) was not.
             retried = not isinstance(e, self.ray.exceptions.RayTaskError)
-            error = f"ray task failed: {one_line(e)[:300]}"
+            error = f"ray task failed: {one_line(e, limit=300, named=True)}"
             run_dir = cell_dir(h.cell, self.worker.out)
             write_error(run_dir, error, type(e).__name__, h.attempt, self.name, str(e))
             return CellOutcome(h.cell.key, "failed", h.attempt, error=error,

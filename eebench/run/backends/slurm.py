@@ -33,14 +33,13 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from eebench.errors import DataError, EebenchError
+from eebench.errors import DataError, EebenchError, one_line
 from eebench.io import read_json, write_json
 from eebench.io.locks import held_elsewhere
 from eebench.run.backends.cells import (
     Cell,
     CellOutcome,
     cell_dir,
-    one_line,
     read_error,
     run_cell,
     status,
@@ -153,7 +152,8 @@ class SlurmEngine(Engine):
             jobs = executor.map_array(run_cell, [h.cell for h in handles],
                                       [self.worker] * len(handles), [h.attempt for h in handles])
         except Exception as e:  # sbatch refused (a bad partition, account or option)
-            raise EebenchError(f"sbatch refused the job array: {one_line(e)[:300]}",
+            why = one_line(e, limit=300, named=True)
+            raise EebenchError(f"sbatch refused the job array: {why}",
                                hint="check --partition, --account and --slurm-option") from None
         for h, job in zip(handles, jobs):
             h.ref, h.job = job, str(job.job_id)
@@ -287,5 +287,5 @@ def _queue() -> set[str]:
     try:
         listing = subprocess.run(command, capture_output=True, text=True, timeout=60, check=True)
     except (OSError, subprocess.SubprocessError) as e:
-        raise EebenchError(f"squeue failed: {one_line(e)[:300]}") from None
+        raise EebenchError(f"squeue failed: {one_line(e, limit=300, named=True)}") from None
     return {line.strip() for line in listing.stdout.splitlines() if line.strip()}

@@ -1,6 +1,6 @@
 """Kinds `full-models` (each model's full-depth dev score per task, its margin over the majority
 baseline, next to published figures) and `published-curve` (a run set's points on one task in
-one figure with a published curve). The published numbers: eebench.api.reports.published.
+one figure with a published curve). The published numbers: eebench.reports.published.
 """
 
 from __future__ import annotations
@@ -8,11 +8,11 @@ from __future__ import annotations
 from collections import defaultdict
 from typing import Any
 
-from eebench.api.reports.core import Block, Context, kind
-from eebench.api.reports.fmt import markdown, pm_over, title
-from eebench.api.reports.published import Curve, load_published
-from eebench.api.reports.seeds import headers
 from eebench.errors import DataError
+from eebench.reports.core import Block, Context, register_kind
+from eebench.reports.fmt import markdown, pm_over, title
+from eebench.reports.published import Curve, load_published
+from eebench.reports.seeds import headers
 
 DASH = "–"
 
@@ -55,14 +55,14 @@ def full_scores(runs: list, pick: str = "all") -> dict[str, dict[str, Any]]:
     return out
 
 
-@kind("full-models")
+@register_kind("full-models")
 def full_models(block: Block, ctx: Context) -> dict:
     """Options: `file` (published figures), `models` (display name -> run set key), `pick`
     (run set key -> "best" for a recipe search), `tasks`, `published_task` (an eebench task ->
     the task whose published figures stand beside it), `published` (the published models, in
     order), `searches` (run set key -> the run set of the recipe search it took its recipes
     from). Each column of eebench's runs says in its header how many seeds its cells have, and
-    which seed is the search's own model, picked on this dev set (eebench.api.reports.seeds)."""
+    which seed is the search's own model, picked on this dev set (eebench.reports.seeds)."""
     published = load_published(ctx.path(block.options["file"]))
     figures = {(f.model, f.task): f for f in published.figure}
     alias = block.options.get("published_task", {})
@@ -114,7 +114,7 @@ def full_models(block: Block, ctx: Context) -> dict:
             "recipes": recipes, "sources": sources}
 
 
-@kind("published-curve")
+@register_kind("published-curve")
 def published_curve(block: Block, ctx: Context) -> dict:
     """A run set's points on one task (`task`; `methods`, static first) in one figure with a
     published curve of the same task (`file`, the curve of `model`), and a table of the

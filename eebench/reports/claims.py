@@ -1,5 +1,5 @@
 """Kind `claims`: each paper's claim in its own terms (leaderboard/published.toml, read by
-eebench.api.reports.published) next to what eebench measures in the same terms, and a verdict.
+eebench.reports.published) next to what eebench measures in the same terms, and a verdict.
 
 A claim is measured on a model's runs as the change of the method's best point with at least the
 claimed speed-up against the full model (static k = L) of the same seed, ± over seeds; an
@@ -12,11 +12,11 @@ from __future__ import annotations
 import math
 from typing import Any
 
-from eebench.api.reports.core import Block, Context, Runs, kind
-from eebench.api.reports.fmt import markdown, pm_over, title
-from eebench.api.reports.full_models import DASH, full_point
-from eebench.api.reports.published import Claim, load_published
-from eebench.api.reports.seeds import headers
+from eebench.reports.core import Block, Context, Runs, register_kind
+from eebench.reports.fmt import markdown, pm_over, title
+from eebench.reports.full_models import DASH, full_point
+from eebench.reports.published import Claim, load_published
+from eebench.reports.seeds import headers
 
 
 def _speedups(points, base, claim: Claim) -> dict[int, float]:
@@ -93,7 +93,7 @@ def _per_seed(runs: list, claim: Claim, labels: tuple[str, ...], task: str
     in "time" terms a run that timed no point, `[timing] points` or timing off, is not)."""
     runs = [r for r in runs if r.config.task == task]
     if claim.terms == "elue":
-        from eebench.api.reports.curves import own_elue_by_seed
+        from eebench.reports.curves import own_elue_by_seed
 
         by_seed = own_elue_by_seed(runs)
         out = {}
@@ -149,14 +149,14 @@ def covers(spec: Runs, claim: Claim) -> bool:
     return not spec.tasks or bool(set(claim.measured_on) & set(spec.tasks))
 
 
-@kind("claims")
+@register_kind("claims")
 def claims(block: Block, ctx: Context) -> dict:
     """Options: `file` (the claims), `models` (display name -> run set key; the first with a
     measurement gives the verdict), `tolerance` (points), `searches` (run set key -> the run set
     of the recipe search it took its recipes from). A run set that names its methods or tasks
     (its grid's) shows a dash for a claim it does not cover, not "not run yet". Each column's
     header says how many seeds its cells have, and which seed is the search's own model, picked
-    on the dev set the claims are measured on (eebench.api.reports.seeds)."""
+    on the dev set the claims are measured on (eebench.reports.seeds)."""
     published = load_published(ctx.path(block.options["file"]))
     specs = {name: block.runs[key] for name, key in block.options["models"].items()}
     runs = {name: ctx.runs(spec) for name, spec in specs.items()}

@@ -7,8 +7,8 @@ sweep parameter reads), `shown` (at most this many settings, evenly spaced).
 
 from __future__ import annotations
 
-from eebench.api.reports.core import Block, Context, kind, page
-from eebench.api.reports.fmt import markdown
+from eebench.reports.core import Block, Context, page, register_kind
+from eebench.reports.fmt import markdown
 from eebench.tasks.catalog import get_task
 
 
@@ -35,7 +35,7 @@ def _table(runs: list, method: str, o: dict) -> str:
     return markdown(rows, "l" + "r" * len(o["evaluated"]), numparse=True)
 
 
-@kind("shift")
+@register_kind("shift")
 def shift_block(block: Block, ctx: Context) -> dict:
 
     o = block.options

@@ -9,9 +9,9 @@ Runs: `main` (one seed). Options: `tasks`, `methods`, `consistency`, `delta`, `s
 
 from __future__ import annotations
 
-from eebench.api.reports.core import Block, Context, kind, page
-from eebench.api.reports.fmt import markdown, title
 from eebench.errors import DataError
+from eebench.reports.core import Block, Context, page, register_kind
+from eebench.reports.fmt import markdown, title
 from eebench.score.difficulty import analyze, attach_texts, load_samples
 from eebench.score.select import select
 from eebench.tasks.loaders import load_split
@@ -48,7 +48,7 @@ def _select_row(s, task: str, method: str) -> dict:
             "test avg layer": "-" if dash else f"{c['test']['avg_exit_layer']:.2f}"}
 
 
-@kind("difficulty")
+@register_kind("difficulty")
 def difficulty_block(block: Block, ctx: Context) -> dict:
 
     o, spec = block.options, block.runs["main"]

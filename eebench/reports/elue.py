@@ -8,11 +8,11 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from eebench.api.reports.core import Block, Context, kind, page
-from eebench.api.reports.fmt import in_order, markdown, pm, pm_over, signed
 from eebench.errors import DataError
 from eebench.methods.base import get_method
 from eebench.methods.derived import supports_regression
+from eebench.reports.core import Block, Context, page, register_kind
+from eebench.reports.fmt import in_order, markdown, pm, pm_over, signed
 from eebench.rules.catalog import get_rule
 from eebench.score import (
     aggregate_seeds,
@@ -32,7 +32,7 @@ from eebench.submit.build import build_submission
 from eebench.tasks.catalog import get_task
 
 
-@kind("elue-benchmark")
+@register_kind("elue-benchmark")
 def benchmark_page(block: Block, ctx: Context) -> dict:
     import json
 
@@ -124,7 +124,7 @@ def _keep_if_unchanged(reference, ctx: Context, where: str):
 
 def _write_artifacts(block: Block, ctx: Context, runs, reference, methods, ship: bool) -> None:
     """The Pareto figures and, once the reference ships (`ship`), one submission per method."""
-    from eebench.api.reports.files import write_submission_if_changed
+    from eebench.reports.files import write_submission_if_changed
 
     o = block.options
     if ctx.figures:

@@ -7,8 +7,8 @@ Options: `half` (the budget of the first table, percent of the full model's FLOP
 
 from __future__ import annotations
 
-from eebench.api.reports.core import Block, Context, kind
-from eebench.api.reports.fmt import markdown, pm, task_order, title
+from eebench.reports.core import Block, Context, register_kind
+from eebench.reports.fmt import markdown, pm, task_order, title
 from eebench.score import aggregate_seeds, raw_points
 from eebench.score.quality import (
     DEFAULT_BUDGETS,
@@ -19,7 +19,7 @@ from eebench.score.quality import (
 )
 
 
-@kind("quality")
+@register_kind("quality")
 def quality_block(block: Block, ctx: Context) -> dict:
     import pandas as pd
 

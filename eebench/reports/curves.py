@@ -10,9 +10,9 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from eebench.api.reports.core import Block, Context, kind, page
-from eebench.api.reports.fmt import markdown, pm_over, title
-from eebench.api.reports.full_models import recipe
+from eebench.reports.core import Block, Context, page, register_kind
+from eebench.reports.fmt import markdown, pm_over, title
+from eebench.reports.full_models import recipe
 from eebench.run.artifacts import read_run
 from eebench.score import build_reference, elue_by_seed, raw_points
 
@@ -48,7 +48,7 @@ def _own_elue(runs: list) -> dict[tuple[str, str], str]:
             for m, tasks in own_elue_by_seed(runs).items() for t, seeds in tasks.items()}
 
 
-@kind("static-curves")
+@register_kind("static-curves")
 def static_curves(block: Block, ctx: Context) -> dict:
     import pandas as pd
 
@@ -78,7 +78,7 @@ def static_curves(block: Block, ctx: Context) -> dict:
     return {"n_runs": len(main), "tables": "\n\n".join(parts)}
 
 
-@kind("run-cost")
+@register_kind("run-cost")
 def run_cost(block: Block, ctx: Context) -> dict:
     """Per run: its models (checkpoints), points, the training its models took (over every
     process that trained them; not recorded by runs made before it was) and the wall time of the

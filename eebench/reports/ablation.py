@@ -11,9 +11,9 @@ order); `column` (a column's name from the exit's number `j` or the layer `k` it
 
 from __future__ import annotations
 
-from eebench.api.reports.core import Block, Context, kind, page
-from eebench.api.reports.fmt import in_order, markdown, pm_over, task_order, title
 from eebench.errors import DataError
+from eebench.reports.core import Block, Context, page, register_kind
+from eebench.reports.fmt import in_order, markdown, pm_over, task_order, title
 from eebench.score import elue_by_seed, load_reference, raw_points
 from eebench.tasks.catalog import get_task
 
@@ -47,7 +47,7 @@ def _seed_values(run, reference, o: dict) -> list[dict]:
             + [{**row, "column": "ELUE score", "number": None, "value": elue[run.config.seed]}])
 
 
-@kind("ablation")
+@register_kind("ablation")
 def ablation_block(block: Block, ctx: Context) -> dict:
     import pandas as pd
 

@@ -1,6 +1,7 @@
-"""Named policies that several stages share, defined once (the CLI's options, the scoring, the
-submission schema): how the ELUE score reads the reference curve outside its FLOPs range
-(eebench.score.elue explains each)."""
+"""The scoring's named policies, defined once and read by the later stages too (the CLI's
+options, the submission schema): how the ELUE score reads the reference curve outside its FLOPs
+range (eebench.score.elue explains each). Plain data, no numpy: the command line's options read
+it without loading the scoring."""
 
 from __future__ import annotations
 

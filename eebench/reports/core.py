@@ -1,9 +1,10 @@
 """The generator: declared blocks built from run directories and placed between their markers.
 
-A `Block` names its runs, its kind (a function registered with `@kind`: declaration and context
-in, the values of its text out), its text (templates: paragraphs unwrapped, `{names}` filled),
-options, and its document and marker (`<!-- MARKER:start -->` ... `<!-- MARKER:end -->`). A block
-with `test` runs and an `export` folder exports their ELUE test files when asked.
+A `Block` names its runs, its kind (a function in the `KINDS` registry, eebench.registry,
+registered with `@register_kind`: declaration and context in, the values of its text out), its
+text (templates: paragraphs unwrapped, `{names}` filled), options, and its document and marker
+(`<!-- MARKER:start -->` ... `<!-- MARKER:end -->`). A block with `test` runs and an `export`
+folder exports their ELUE test files when asked.
 """
 
 from __future__ import annotations
@@ -17,6 +18,7 @@ from typing import Any
 from pydantic import BaseModel, ConfigDict
 
 from eebench.errors import DataError, UsageError
+from eebench.registry import Lazy, Registry
 
 
 class Runs(BaseModel):
@@ -44,15 +46,13 @@ class Block(BaseModel):
     heading: str | None = None  # a document without the markers gets the block under this
 
 
-KINDS: dict[str, Callable[[Block, Context], dict[str, Any]]] = {}
+Kind = Callable[["Block", "Context"], dict[str, Any]]
+KINDS: Registry[Kind] = Registry("report kind")
 
 
-def kind(name: str):
+def register_kind(name: str) -> Callable[[Kind], Kind]:
     """Register a block kind: a function (block, context) -> the values of its body template."""
-    def register(fn):
-        KINDS[name] = fn
-        return fn
-    return register
+    return KINDS.register(name)
 
 
 @dataclass
@@ -115,7 +115,7 @@ def build(block: Block, ctx: Context) -> str:
     if block.kind not in KINDS:
         raise UsageError(f"block {block.name}: no block kind {block.kind!r}",
                          hint="kinds: " + ", ".join(sorted(KINDS)))
-    body = page(block.text["body"], **KINDS[block.kind](block, ctx))
+    body = page(block.text["body"], **KINDS.get(block.kind)(block, ctx))
     return f"<!-- {block.marker}:start -->\n\n{body}\n\n<!-- {block.marker}:end -->"
 
 
@@ -154,10 +154,22 @@ def generate(blocks: Iterable[Block], ctx: Context, names: Iterable[str] | None 
         docs[where] = place(docs.get(where) or where.read_text(encoding="utf-8"), text, block,
                             where)
         if ctx.write and ctx.export and "test" in block.runs:
-            from eebench.api.reports.files import export_tests
+            from eebench.reports.files import export_tests
 
             export_tests(ctx, block.runs["test"], block.options["export"])
     changed = [p for p, text in docs.items() if p.read_text(encoding="utf-8") != text]
     for p in changed if ctx.write else []:
         atomic_write_text(p, docs[p])
     return changed
+
+
+# The built-in kinds, a module each (or two to a module), imported when a block first names one.
+for _name, _ref in (("ablation", "ablation:ablation_block"), ("claims", "claims:claims"),
+                    ("static-curves", "curves:static_curves"), ("run-cost", "curves:run_cost"),
+                    ("difficulty", "difficulty:difficulty_block"),
+                    ("elue-benchmark", "elue:benchmark_page"),
+                    ("full-models", "full_models:full_models"),
+                    ("published-curve", "full_models:published_curve"),
+                    ("quality", "quality:quality_block"), ("shift", "shift:shift_block"),
+                    ("token-benchmark", "tokens:token_page")):
+    KINDS.add(_name, Lazy(f"eebench.reports.{_ref}"))

@@ -13,8 +13,8 @@ from __future__ import annotations
 
 import json
 
-from eebench.api.reports.core import Block, Context, kind, page
-from eebench.api.reports.fmt import in_order, markdown, pm, pm_over, signed
+from eebench.reports.core import Block, Context, page, register_kind
+from eebench.reports.fmt import in_order, markdown, pm, pm_over, signed
 from eebench.score import aggregate_seeds, build_reference, elue_by_seed, raw_points, score
 from eebench.tasks.catalog import get_task
 
@@ -90,7 +90,7 @@ def _word_exits(runs, task: str, thresholds: list[float]) -> str:
     return markdown(out, "lrrrrr")
 
 
-@kind("token-benchmark")
+@register_kind("token-benchmark")
 def token_page(block: Block, ctx: Context) -> dict:
     o = block.options
     runs = ctx.runs(block.runs["main"], required=True)
