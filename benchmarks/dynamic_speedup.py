@@ -28,6 +28,7 @@ def main() -> None:
     from eebench.data.batching import collate
     from eebench.measure.cost_table import build_cost_table
     from eebench.measure.timing import Stopwatch
+    from eebench.methods.derived import sweep_param
     from eebench.models.outputs import collect_exit_logits
     from eebench.rules.base import FixedRule
     from eebench.rules.engine import dynamic_batch, simulate
@@ -83,7 +84,7 @@ def main() -> None:
                 speedups.append(t_full / t_dyn)
             ratios[bs] = median(speedups)
         avg = float(np.asarray(model.exit_layers)[dec.exit_index].mean())
-        print(f"{method.sweep_param + '=' + format(value, 'g'):>14} {avg:9.2f} {flops_x:8.2f} | "
+        print(f"{sweep_param(method) + '=' + format(value, 'g'):>14} {avg:9.2f} {flops_x:8.2f} | "
               f"{ratios[1]:11.2f} {ratios[1] / flops_x:6.2f} | {ratios[args.batch_size]:12.2f} "
               f"{ratios[args.batch_size] / flops_x:6.2f}")
     print("ratio = measured wall-time speed-up / FLOPs speed-up; the batched ratio is dynamic "

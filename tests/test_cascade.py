@@ -18,6 +18,7 @@ from eebench.errors import DataError, UsageError
 from eebench.measure.cost_table import build_cost_table
 from eebench.measure.flops import torch_flops
 from eebench.measure.params import count_unique, params_per_exit
+from eebench.methods import derived
 from eebench.methods.base import get_method
 from eebench.methods.cascade import Cascade, dar_loss
 from eebench.methods.cascade_model import CascadeModel
@@ -163,7 +164,8 @@ def test_parts_are_statics_models_unless_dar():
     with pytest.raises(UsageError, match="depths"):
         get_method("cascade", depths=[2, 2])
     with pytest.raises(UsageError, match="regression"):
-        get_method("cascade").check_task(type("T", (), {"is_regression": True, "name": "x"})())
+        derived.check_task(get_method("cascade"),
+                           type("T", (), {"is_regression": True, "name": "x"})())
 
 
 # ------------------------------------------------------------------------------- end to end

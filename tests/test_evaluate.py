@@ -9,6 +9,7 @@ import pytest
 import torch
 
 from eebench.data.batching import collate, encode, eval_batches
+from eebench.methods import derived
 from eebench.methods.base import get_method
 from eebench.models.backbones import POOLINGS
 from eebench.models.outputs import collect_exit_logits
@@ -49,7 +50,7 @@ def _sweep(method, out) -> list[float]:
     """The method's own grid plus values placed among the observed exit quantities, so that
     every test sees a mix of early and late exits (random heads are not confident)."""
     logits = out.logits
-    values = list(method.default_sweep(logits.shape[0], False, logits.shape[-1]))
+    values = list(derived.default_sweep(method, logits.shape[0], False, logits.shape[-1]))
     p = logits.softmax(-1)
     quantity = {"entropy": -(p * p.clamp_min(1e-12).log()).sum(-1),
                 "maxprob": p.max(-1).values, "calibrated-maxprob": p.max(-1).values,
@@ -163,7 +164,7 @@ def _few(method, out) -> list[float]:
     middle and highest of the method's own grid. The whole sweep, at batch size 1 too, is proven
     on tiny models above."""
     values = _sweep(method, out)
-    grid = len(method.default_sweep(out.logits.shape[0], False, out.logits.shape[-1]))
+    grid = len(derived.default_sweep(method, out.logits.shape[0], False, out.logits.shape[-1]))
     observed = values[grid:]
     return observed or [values[0], values[len(values) // 2], values[-1]]
 

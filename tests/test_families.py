@@ -18,6 +18,7 @@ from eebench.cli import app
 from eebench.data.batching import Encoded, collate, eval_batches
 from eebench.errors import EebenchError, UsageError
 from eebench.measure.params import params_per_exit, params_total
+from eebench.methods import derived
 from eebench.methods.base import get_method
 from eebench.models import backbones, decoders, families, model_config
 from eebench.models.build import assemble, build_model
@@ -165,8 +166,8 @@ def _confident(model):
 
 
 def _sweep(method, logits):
-    values = list(method.default_sweep(logits.shape[0], False, logits.shape[-1]))
-    if method.sweep_param == "threshold":
+    values = list(derived.default_sweep(method, logits.shape[0], False, logits.shape[-1]))
+    if derived.sweep_param(method) == "threshold":
         p = logits.softmax(-1)
         ent = -(p * p.clamp_min(1e-12).log()).sum(-1)
         values += [float(q) for q in torch.quantile(ent.flatten(), torch.tensor([.2, .5, .8]))]

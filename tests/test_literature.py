@@ -13,6 +13,7 @@ from typer.testing import CliRunner
 
 from eebench.cli import app
 from eebench.errors import EebenchError
+from eebench.methods import derived
 from eebench.methods.base import get_method
 from eebench.models.backbones import known_depth
 from eebench.tasks.catalog import get_task
@@ -51,7 +52,7 @@ def test_a_paper_setting_dry_runs_offline(path, data_dir, tmp_path, monkeypatch)
     rules = config.get("rules", [])
     expected = {(", ".join([m, *(f"{m}+{r}" for r in rules)]), get_task(t).name, s)
                 for m in config["methods"] for t in config["tasks"] for s in config["seeds"]
-                if get_method(m).supports_regression or not get_task(t).is_regression}
+                if derived.supports_regression(get_method(m)) or not get_task(t).is_regression}
     assert {(r["method"], r["task"], r["seed"]) for r in rows} == expected
     assert {r["status"] for r in rows} == {"todo"}
     train = config.get("train", {})

@@ -13,7 +13,7 @@ from typer.testing import CliRunner
 
 from eebench.cli import app
 from eebench.errors import UsageError
-from eebench.methods import METHODS, Stage, get_method
+from eebench.methods import METHODS, Stage, derived, get_method
 from eebench.rules.base import ExitRule, select_state
 from eebench.rules.catalog import RULES
 from eebench.rules.entropy import entropy
@@ -225,29 +225,29 @@ def test_deebert_stages():
 def test_deebert_refuses_regression():
     method = get_method("deebert")
     with pytest.raises(UsageError, match="regression"):
-        method.check_task(get_task("stsb"))
+        derived.check_task(method, get_task("stsb"))
     with pytest.raises(UsageError, match="regression"):
         method.exit_rule(0.1, is_regression=True)
-    method.check_task(get_task("sst2"))
-    get_method("pabee").check_task(get_task("stsb"))
-    get_method("static").check_task(get_task("elue-stsb"))
+    derived.check_task(method, get_task("sst2"))
+    derived.check_task(get_method("pabee"), get_task("stsb"))
+    derived.check_task(get_method("static"), get_task("elue-stsb"))
 
 
 def test_default_sweeps():
-    grid = get_method("deebert").default_sweep(6, False, num_labels=3)
+    grid = derived.default_sweep(get_method("deebert"), 6, False, num_labels=3)
     assert grid[0] == 0 and math.isclose(grid[-1], math.log(3), rel_tol=1e-6)
     assert all(a < b for a, b in pairwise(grid))
-    assert get_method("pabee").default_sweep(6, True) == [1, 2, 3, 4, 5, 6]
-    assert get_method("static").default_sweep(4, False) == [1, 2, 3, 4]
+    assert derived.default_sweep(get_method("pabee"), 6, True) == [1, 2, 3, 4, 5, 6]
+    assert derived.default_sweep(get_method("static"), 4, False) == [1, 2, 3, 4]
 
 
 # ----------------------------------------------------------------------------------- every method
 def _rule_cases():
     for name in ALL_METHODS:
         method = get_method(name)
-        regression = [False, True] if method.supports_regression else [False]
+        regression = [False, True] if derived.supports_regression(method) else [False]
         for reg in regression:
-            for value in method.default_sweep(4, reg, num_labels=3):
+            for value in derived.default_sweep(method, 4, reg, num_labels=3):
                 yield pytest.param(name, reg, value, id=f"{name}-{'reg' if reg else 'cls'}-{value}")
 
 
@@ -279,7 +279,7 @@ def test_sweep_orders_the_trade_off(name):
     g = torch.Generator().manual_seed(3)
     logits = torch.randint(-2, 3, (6, 200, 3), generator=g).float() * 0.7
     method = get_method(name)
-    sweep = method.default_sweep(6, False, num_labels=3)
+    sweep = derived.default_sweep(method, 6, False, num_labels=3)
     mean_exit = [sum(replay(method.exit_rule(v, False), logits)) / 200 for v in sweep]
     if name == "deebert":
         mean_exit = mean_exit[::-1]

@@ -15,6 +15,7 @@ import torch
 import torch.nn.functional as F
 
 from eebench.errors import UsageError
+from eebench.methods import derived
 from eebench.methods.base import get_method
 from eebench.tasks.catalog import get_task
 from eebench.tasks.loaders import load_split
@@ -192,7 +193,7 @@ def test_gradient_equilibrium_through_the_model():
     of the gradient at its own output; the forward outputs are unchanged."""
     method = get_method("elasticbert")
     model = tiny.tiny_model(method, depth=3, seed=2).eval()  # route acts in eval mode too
-    route = method.route(method.stages()[0], model.num_exits)
+    route = derived.route(method, method.stages()[0], model.num_exits)
     assert route is not None
     outputs: list[torch.Tensor] = []
 
@@ -228,14 +229,14 @@ def test_gradient_equilibrium_through_the_model():
 
 def test_gradient_equilibrium_can_be_turned_off():
     method = get_method("elasticbert", gradient_equilibrium=False)
-    assert method.route(method.stages()[0], 4) is None
+    assert derived.route(method, method.stages()[0], 4) is None
 
 
 # ------------------------------------------------------------------------------------- SWEET
 def _sweet_model():
     method = get_method("sweet")
     model = tiny.tiny_model(method, depth=3, seed=5).eval()
-    return method, model, method.route(method.stages()[0], model.num_exits)
+    return method, model, derived.route(method, method.stages()[0], model.num_exits)
 
 
 def test_sweet_route_leaves_the_forward_unchanged():
@@ -285,7 +286,7 @@ def test_sweet_with_placed_exits_an_exit_trains_its_block_of_layers(exit_index):
     model = tiny.tiny_model(method, depth=4, seed=5).eval()
     assert model.exit_layers == (1, 3) and model.num_exits == 2
     assert sum(1 for h in model.heads if "pooler" in h._modules) == 1
-    logits = model(IDS, MASK, route=method.route(method.stages()[0], model.num_exits))
+    logits = model(IDS, MASK, route=derived.route(method, method.stages()[0], model.num_exits))
     assert len(logits) == 2
     F.cross_entropy(logits[exit_index], torch.tensor([1, 0])).backward()
     block = {0: {0}, 1: {1, 2}}[exit_index]
@@ -482,7 +483,7 @@ def test_maxprob_calibrates_on_the_held_out_slice_and_the_checkpoint_keeps_it(
     path = _train(method, rte, tiny_backbone, tmp_path)
     spec, tr, dev = rte
     trains, held = hold_out(tr.take(TRAIN["max_train_samples"], TRAIN["seed"]),
-                            method.calibration_fraction(), TRAIN["seed"])
+                            derived.calibration_fraction(method), TRAIN["seed"])
     assert len(seen) == 1 and len(held) == math.ceil(64 * 0.1) != len(dev)
     enc = encode(held, tiny.tokenizer(), TRAIN["max_seq_length"])
     assert seen[0].labels.tolist() == held.labels and seen[0].lengths.tolist() == enc.lengths

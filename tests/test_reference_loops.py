@@ -26,6 +26,7 @@ import pytest
 import torch
 
 from eebench.data.batching import collate, encode, eval_batches
+from eebench.methods import derived
 from eebench.methods.base import get_method
 from eebench.models.outputs import ExitOutputs, collect_exit_logits
 from eebench.rules.catalog import PAIR_PATIENCES, PAIR_THRESHOLDS, ModelFacts, get_rule
@@ -281,7 +282,7 @@ def _values(name: str, out: ExitOutputs, temps: list[float], regression: bool
     """(the rule's default sweep, values placed among the observed exit quantities)."""
     case = CASES[name]
     e, c = out.logits.shape[0], out.logits.shape[-1]
-    kind = get_rule(case.rule) if case.rule else get_method(_method_of(name)).rule_kind()
+    kind = get_rule(case.rule) if case.rule else derived.rule_kind(get_method(_method_of(name)))
     default = list(kind.default_sweep(e, regression, c))
     if case.quantity is None:
         return default, []

@@ -20,6 +20,7 @@ import pytest
 import torch
 import torch.nn.functional as F
 
+from eebench.methods import derived
 from eebench.methods.base import get_method
 from tests import tiny
 
@@ -75,7 +76,7 @@ def _grads(model, loss: torch.Tensor) -> dict[str, torch.Tensor]:
 @pytest.mark.parametrize("exit_layers", [None, [1, 3, 4], [2, 4]])
 def test_sweet_gradient_is_the_authors_parameter_by_parameter(family, exit_layers):
     method, hf, model = _build(family, exit_layers, depth=4)
-    route = method.route(method.stages()[0], model.num_exits)
+    route = derived.route(method, method.stages()[0], model.num_exits)
     logits = model(IDS, MASK, route=route)
     ours = _grads(model, method.loss(list(logits), LABELS, method.stages()[0], False))
     theirs = _grads(model, _authors_loss(hf, model))
@@ -98,7 +99,7 @@ def test_sweet_on_mpnet_each_exit_trains_its_block_and_the_shared_parts(exit_ind
     every layer reads (as the authors' DeBERTa's relative embeddings); the token embeddings
     only from exit 1."""
     method, _, model = _build("mpnet", [1, 3, 4], depth=4)
-    logits = model(IDS, MASK, route=method.route(method.stages()[0], model.num_exits))
+    logits = model(IDS, MASK, route=derived.route(method, method.stages()[0], model.num_exits))
     grads = _grads(model, F.cross_entropy(logits[exit_index], LABELS))
     block = {0: {0}, 1: {1, 2}, 2: {3}}[exit_index]
     for i in range(4):

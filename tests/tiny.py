@@ -16,6 +16,7 @@ from typing import Any
 
 import torch
 
+from eebench.methods import derived
 from eebench.methods.base import METHODS, EarlyExitMethod, get_method
 from eebench.models.build import assemble
 from eebench.models.multi_exit import MultiExitModel
@@ -25,8 +26,8 @@ from eebench.run.upgrade import exit_paths
 MINILM_VOCAB = 30522
 # eebench's own methods (plugins test themselves) that label texts, and those that label tokens
 # (sequence labelling: tests/test_token_*.py)
-TEXT_METHODS = [m for m in METHODS.builtin() if "sequence" in METHODS.get(m).units()]
-TOKEN_METHODS = [m for m in METHODS.builtin() if "token" in METHODS.get(m).units()]
+TEXT_METHODS = [m for m in METHODS.builtin() if "sequence" in derived.units(METHODS.get(m))]
+TOKEN_METHODS = [m for m in METHODS.builtin() if "token" in derived.units(METHODS.get(m))]
 FAMILIES = ("bert", "roberta", "albert", "distilbert", "mpnet")
 
 

@@ -27,8 +27,9 @@ def methods(as_json: bool = JsonOption) -> None:
     """List the early-exit methods: paper, sweep parameter, the tasks they do (texts, tokens:
     sequence labelling, with the rule there), regression support, settings."""
     from eebench.methods.base import METHODS, get_method
+    from eebench.methods.derived import describe
 
-    rows = [get_method(name).describe() for name in METHODS.names()]
+    rows = [describe(get_method(name)) for name in METHODS.names()]
     if as_json:
         print_json(rows)
         return
@@ -48,6 +49,7 @@ def rules(as_json: bool = JsonOption) -> None:
     """List the exit rules: what each reads, what it needs of a model, its sweep parameter. Any
     rule sweeps on any trained model that gives what it needs: eebench run --rule."""
     from eebench.methods.base import METHODS, get_method
+    from eebench.methods.derived import token_rule
     from eebench.rules.catalog import RULES, all_needs, get_rule
 
     methods = [get_method(name) for name in METHODS.names()]
@@ -55,7 +57,7 @@ def rules(as_json: bool = JsonOption) -> None:
     for name in RULES.names():
         row = get_rule(name).describe()
         row["default_for"] = [m.name for m in methods
-                              if row["name"] in (m.rule, m.token_rule)]  # a text's, a token's
+                              if row["name"] in (m.rule, token_rule(m))]  # a text's, a token's
         rows.append(row)
     if as_json:
         print_json(rows)

@@ -127,6 +127,7 @@ def train_command(
 ) -> None:
     """Fine-tune an early-exit method on a task; rerun the same command to resume."""
     from eebench.methods.base import get_method
+    from eebench.methods.derived import check_task
     from eebench.models.backbones import resolve_pooling
     from eebench.run.config import BenchConfig, merge
     from eebench.tasks.catalog import get_task
@@ -148,7 +149,7 @@ def train_command(
     })
     spec = get_task(task)
     m = get_method(method, **config.methods_settings.get(method, {}))
-    m.check_task(spec)
+    check_task(m, spec)
     cfg = config.training(spec, config.train.seed)
     _check_processes(processes, cfg)
     out_dir(out, "checkpoints")

@@ -1,4 +1,5 @@
-"""Early-exit training schemes, one file each, registered lazily in eebench.methods.base.
+"""Early-exit training schemes, one file each, registered lazily in eebench.methods.catalog.
+What is derived from a method is eebench.methods.derived (`from eebench.methods import derived`).
 
 What a method (built in or a plugin's) is written with, importable from here; `ExitHeads` (the
 heads a method puts on the model) comes from eebench.models.multi_exit, which imports torch, so
@@ -13,12 +14,13 @@ from eebench.methods.base import (
     get_method,
     register_method,
 )
+from eebench.methods.protocols import Calibrates, Routes
 from eebench.methods.settings import MethodSettings
 from eebench.methods.stages import Stage, backbone_then_heads, exit_loss
 
-__all__ = ["JOINT", "METHODS", "EarlyExitMethod", "ExitHead", "ExitHeads", "MethodSettings",
-           "Stage", "Variant", "backbone_then_heads", "exit_loss", "get_method",
-           "register_method"]
+__all__ = ["JOINT", "METHODS", "Calibrates", "EarlyExitMethod", "ExitHead", "ExitHeads",
+           "MethodSettings", "Routes", "Stage", "Variant", "backbone_then_heads", "exit_loss",
+           "get_method", "register_method"]
 
 _FROM_MODELS = {"ExitHead", "ExitHeads"}  # eebench.models.multi_exit (torch): loaded when used
 

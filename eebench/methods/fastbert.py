@@ -14,6 +14,7 @@ Classification only (the entropy needs classes).
 from __future__ import annotations
 
 from eebench.methods import EarlyExitMethod, backbone_then_heads, exit_loss, register_method
+from eebench.methods.derived import check_regression
 
 
 @register_method("fastbert")
@@ -28,7 +29,7 @@ class FastBERT(EarlyExitMethod):
         return backbone_then_heads("distillation")
 
     def loss(self, exit_logits, labels, stage, is_regression, step=0):
-        self.check_regression(is_regression)
+        check_regression(self, is_regression)
         exits = stage.exit_indices(len(exit_logits))
         if stage.name == "backbone":
             return exit_loss(exit_logits[-1], labels, False)

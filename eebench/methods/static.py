@@ -24,7 +24,7 @@ class Static(EarlyExitMethod):
     paper = ("Liu et al., Towards Efficient NLP: A Standard Evaluation and A Strong Baseline, "
              "NAACL 2022")
     description = "first k layers + one classifier after layer k; each k fine-tuned separately"
-    sweep_param = "layers"  # no rule: every sample exits at the one exit
+    sweep_param = "layers"  # no rule: every sample exits at the one exit; k = 1..L by default
     sweep_type = int
     joint_stage = "fine-tune"  # its one exit's loss, every parameter
     trains = "one model per sweep value (k = 1..L)"
@@ -46,5 +46,3 @@ class Static(EarlyExitMethod):
             raise UsageError(f"static: layers={k} but the backbone has {num_layers} layers")
         return (num_layers if k is None else k,)
 
-    def default_sweep(self, num_layers, is_regression, num_labels=2):
-        return [float(k) for k in range(1, num_layers + 1)]

@@ -10,6 +10,7 @@ from pathlib import Path
 
 from eebench.errors import DataError
 from eebench.methods.base import get_method
+from eebench.methods.derived import supports_regression
 from eebench.reports.core import Block, Context, page, register_kind
 from eebench.reports.fmt import in_order, markdown, pm, pm_over, signed
 from eebench.rules.catalog import get_rule
@@ -149,7 +150,7 @@ def _expected_jobs(cfg: dict, o: dict) -> int:
     return sum(len(cfg["seeds"] if method in o["classic"] else field_seeds)
                for task in cfg["tasks"] for method in cfg["methods"]
                if (method in o["classic"] or task in o["field_tasks"])
-               and (get_method(method).supports_regression or not get_task(task).is_regression))
+               and (supports_regression(get_method(method)) or not get_task(task).is_regression))
 
 
 def _budget_table(cfg: dict) -> str:

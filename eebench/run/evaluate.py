@@ -9,12 +9,14 @@ from __future__ import annotations
 
 from collections.abc import Callable
 from dataclasses import dataclass, field, replace
+from functools import partial
 from pathlib import Path
 from typing import Any
 
 import numpy as np
 
 from eebench.measure.quality import exited_logits, point_quality
+from eebench.methods import derived
 from eebench.methods.base import JOINT, Variant, get_method
 from eebench.models.exits import exit_paths
 from eebench.models.units import model_unit
@@ -97,7 +99,8 @@ def rule_for(cfg: RunConfig, variant: Variant, facts: ModelFacts
     model lacks what it needs."""
     method = variant.method
     if cfg.rule is None:
-        return method.sweep_values, lambda v: method.exit_rule(v, facts.is_regression, facts)
+        values = partial(derived.sweep_values, method)
+        return values, lambda v: method.exit_rule(v, facts.is_regression, facts)
     kind = get_rule(cfg.rule)
     kind.refuse_unless(facts.provides(), f"this {cfg.method} model")
     facts = replace(facts, rule_settings=rule_settings(cfg, method))
@@ -115,7 +118,7 @@ def rule_settings(cfg: RunConfig, method: Any) -> dict[str, Any]:
     name = cfg.rule or method.rule
     if not name:
         return {}
-    return get_rule(name).settings(method.rule_settings() if cfg.rule is None else {})
+    return get_rule(name).settings(derived.rule_settings(method) if cfg.rule is None else {})
 
 
 def rule_record(cfg: RunConfig, method: Any, spec: TaskSpec) -> RuleRecord:
@@ -125,7 +128,8 @@ def rule_record(cfg: RunConfig, method: Any, spec: TaskSpec) -> RuleRecord:
     name = cfg.rule or method.rule or None
     comparison = None
     if name is not None:  # the method's own rule as its authors test it, another rule its own way
-        comparison = method.rule_comparison() if cfg.rule is None else get_rule(name).comparison
+        comparison = (derived.rule_comparison(method) if cfg.rule is None
+                      else get_rule(name).comparison)
     return RuleRecord(name=name, comparison=comparison, is_regression=spec.is_regression,
                         settings=rule_settings(cfg, method) or None)
 

@@ -8,6 +8,7 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 
 from eebench.errors import UsageError
+from eebench.methods import derived
 from eebench.methods.base import get_method
 from eebench.methods.units import for_task
 from eebench.run.artifacts import RunConfig
@@ -109,10 +110,10 @@ def refusal(method: str, task: TaskSpec) -> str | None:
 
     cls = METHODS.get(method)
     unit = getattr(task, "unit", "sequence")
-    if unit not in cls.units():
+    if unit not in derived.units(cls):
         return (f"{method} has no token model (its {cls.rule} rule decides per text)"
                 if unit == "token" else f"{method} labels tokens, not texts")
-    rule = (cls.token_rule if unit == "token" else cls.rule) or ""
+    rule = (derived.token_rule(cls) if unit == "token" else cls.rule) or ""
     if getattr(task, "is_regression", False) and rule and not get_rule(rule).supports_regression:
         return f"{method} cannot do regression (its {rule} rule needs classes)"
     return None
@@ -153,11 +154,11 @@ def rules_for(config: BenchConfig, method: str, task: str,
         # what a rule run trains (execute's own call): the method's one model; static trains
         # one per sweep value, so none here
         if len(m.variants([])) != 1:
-            raise UsageError(f"--rule {kind.name}: {m.name} trains {m.trains}, each with one "
-                             "exit: there is no exit to choose", hint="use --rule with methods "
+            raise UsageError(f"--rule {kind.name}: {m.name} trains {derived.trains(m)}, each with "
+                             "one exit: there is no exit to choose", hint="use --rule with methods "
                              "that put exits on one model (eebench methods)")
         try:
-            kind.refuse_unless(m.provided(spec.is_regression), f"{m.name} on {spec.name}")
+            kind.refuse_unless(derived.provided(m, spec.is_regression), f"{m.name} on {spec.name}")
         except UsageError as e:  # its model lacks what the rule needs: the reason, said once
             if skipped is None:
                 raise
@@ -224,7 +225,7 @@ def run_config_for(config: BenchConfig, method: str, task: str, seed: int,
     def depth() -> int:
         return weights.num_layers if weights is not None else backbone_layers(config.model)
 
-    m.check_task(spec)
+    derived.check_task(m, spec)
     if weights is None:
         _check_length(config, spec, evaluated)
     if spec.unit == "token" and weights is None:  # imported weights: checked where they load
@@ -236,7 +237,7 @@ def run_config_for(config: BenchConfig, method: str, task: str, seed: int,
     if rule is None:
         sweep = config.sweeps.get(method)
         if sweep is None:
-            sweep = m.default_sweep(depth(), spec.is_regression, spec.num_labels)
+            sweep = derived.default_sweep(m, depth(), spec.is_regression, spec.num_labels)
         for variant in m.variants(sweep):  # every sweep value checked before anything trains
             for value in variant.values:
                 variant.method.exit_rule(value, spec.is_regression)

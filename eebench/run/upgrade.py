@@ -121,10 +121,11 @@ def _sweep_param(config: RunConfig) -> str:
     """What a run's sweep values are named, where no point of it says: its rule's or method's."""
     from eebench.errors import EebenchError
     from eebench.methods.base import get_method
+    from eebench.methods.derived import sweep_param
     from eebench.rules.catalog import get_rule
 
     try:
         return get_rule(config.rule).sweep_param if config.rule else \
-            get_method(config.method).sweep_param
+            sweep_param(get_method(config.method))
     except EebenchError:  # a plugin's run, the plugin not installed
         return "threshold"

@@ -11,11 +11,15 @@
 `check_method` builds a tiny random backbone (3 layers, hidden 32, a word-level tokenizer of the
 sentences below: no download, no data directory), trains the method a few steps on a handful of
 rows with eebench's own training loop, reloads the checkpoint as a run does, and checks what a
-run relies on: describe() and settings are JSON and round-trip, the stages and the parameters
-they train, the heads and their exit layers, the default sweep (every value served by a variant
-and accepted by the rule), that the model gives what the method says it `provides`, the FLOP
-table, and that real dynamic inference, at batch size 1 and batched, decides exactly as the
-one-pass simulation for every sweep value: zero disagreements. `check_rule` checks a rule's
+run relies on: its description (eebench.methods.derived.describe) and settings are JSON and
+round-trip, the stages and the parameters they train, the heads and their exit layers, the shape
+of every exit's outputs for the method's unit (a label per text, or a tag per token:
+`forward_shape`), the default sweep (every value served by a variant and accepted by the rule),
+that the model gives what the method says it `provides`, the FLOP table, and that real dynamic
+inference, at batch size 1 and batched, decides exactly as the one-pass simulation for every
+sweep value: zero disagreements. A token model (SENTEE, TOKEE; any method's with
+`settings={"unit": "token"}`) runs on a tiny token task instead (eebench.testing.tokens).
+`check_rule` checks a rule's
 description, needs and sweep, then sweeps it on a method's model the same way. Both return a
 `Conformance` report; `assert_method` / `assert_rule` raise AssertionError when it has problems.
 `python -m eebench.testing palbert [--rule q-exit]` prints the report (eebench.testing.__main__).
@@ -33,7 +37,8 @@ from pathlib import Path
 from typing import Any
 
 from eebench.errors import one_line
-from eebench.testing.tiny import NUM_LAYERS, examples, tiny_backbone
+from eebench.methods.derived import default_sweep, describe, provided, supports_regression
+from eebench.testing.tiny import NUM_LAYERS, examples, stirred, tiny_backbone, trained
 
 
 @dataclass
@@ -67,12 +72,14 @@ class Conformance:
 
 
 def check_method(name: str, settings: dict[str, Any] | None = None, *, rules: tuple[str, ...] = (),
-                 regression: bool | None = None, workdir: Path | None = None) -> Conformance:
+                 regression: bool | None = None, workdir: Path | None = None,
+                 runs: bool = True) -> Conformance:
     """Check method `name` (with `settings`) end to end on a tiny model (see the module
     docstring); `rules` are other rules to sweep on its model too. `regression`: also on a
-    regression task (None: where the method supports it). Never raises for a problem found."""
+    regression task (None: where the method supports it). `runs=False`: its description and
+    its models' structure only (nothing trains). Never raises for a problem found."""
     with _one_thread():
-        return _check_method(name, settings, rules, regression, workdir)
+        return _check_method(name, settings, rules, regression, workdir, runs)
 
 
 @contextmanager
@@ -89,7 +96,7 @@ def _one_thread() -> Iterator[None]:
 
 
 def _check_method(name: str, settings: dict[str, Any] | None, rules: tuple[str, ...],
-                  regression: bool | None, workdir: Path | None) -> Conformance:
+                  regression: bool | None, workdir: Path | None, runs: bool) -> Conformance:
     from eebench.methods.base import get_method
 
     report = Conformance(name, "method")
@@ -98,12 +105,20 @@ def _check_method(name: str, settings: dict[str, Any] | None, rules: tuple[str, 
     if not report.ok:
         return report
     _check_description(report, method, name)
-    tasks = [False] + ([True] if (method.supports_regression if regression is None
+    tasks = [False] + ([True] if (supports_regression(method) if regression is None
                                   else regression) else [])
     with tempfile.TemporaryDirectory(prefix="eebench-conformance-") as tmp:
         root = Path(workdir or tmp)
         backbone = tiny_backbone(root / "backbone")
         _check_structure(report, method, backbone)
+        if not runs:
+            return report
+        if method.unit == "token":  # a tag per word: a token task's runs
+            from eebench.testing.tokens import check_token_runs
+
+            if report.ok:
+                check_token_runs(report, method, backbone, root, rules)
+            return report
         for is_regression in tasks:
             if report.ok:
                 _check_runs(report, method, backbone, root, is_regression, rules)
@@ -141,7 +156,7 @@ def check_rule(name: str, method: str | None = None, *, workdir: Path | None = N
                 assert isinstance(kind.build(v, facts), ExitRule), "build() is not an ExitRule"
     if method is None:
         method = next((m for m in METHODS.names() if not kind.missing(
-            get_method(m).provided(False))), None)
+            provided(get_method(m), False))), None)
         if method is None:
             report.problems.append(f"no registered method gives what it needs ({kind.needs})")
             return report
@@ -169,7 +184,7 @@ def _check_description(report: Conformance, method: Any, name: str) -> None:
     from eebench.rules.catalog import get_rule
 
     with report.check("describe() is JSON with every field"):
-        row = json.loads(json.dumps(method.describe()))
+        row = json.loads(json.dumps(describe(method)))
         wanted = {"name", "paper", "description", "rule", "provides", "sweep_param",
                   "supports_regression", "trains", "settings"}
         assert wanted <= set(row), f"describe() lacks {sorted(wanted - set(row))}"
@@ -180,11 +195,11 @@ def _check_description(report: Conformance, method: Any, name: str) -> None:
     if method.rule:
         with report.check(f"its rule {method.rule!r} is registered and served by its models"):
             kind = get_rule(method.rule)
-            for is_regression in [False] + ([True] if method.supports_regression else []):
-                lacking = kind.missing(method.provided(is_regression))
+            for is_regression in [False] + ([True] if supports_regression(method) else []):
+                lacking = kind.missing(provided(method, is_regression))
                 assert not lacking, f"its models lack {lacking} (regression: {is_regression})"
     with report.check("its default sweep is finite and each value is served by one variant"):
-        sweep = method.default_sweep(NUM_LAYERS, False, 2)
+        sweep = default_sweep(method, NUM_LAYERS, False, 2)
         assert sweep and all(math.isfinite(v) for v in sweep), f"sweep {sweep}"
         served = [v for variant in method.variants(sweep) for v in variant.values]
         assert sorted(served) == sorted(float(v) for v in sweep), f"variants serve {served}"
@@ -200,7 +215,7 @@ def _check_structure(report: Conformance, method: Any, backbone: Path) -> None:
     from eebench.models.build import build_model
     from eebench.models.multi_exit import reads_previous
 
-    for variant in method.variants(method.default_sweep(NUM_LAYERS, False, 2))[:1]:
+    for variant in method.variants(default_sweep(method, NUM_LAYERS, False, 2))[:1]:
         m = variant.method
         for part in m.models(NUM_LAYERS):
             with report.check(f"{part.name}: heads, exit layers and stages"):
@@ -212,14 +227,16 @@ def _check_structure(report: Conformance, method: Any, backbone: Path) -> None:
                 assert len({s.name for s in stages}) == len(stages), "two stages share a name"
                 own = {id(p) for p in model.parameters()}
                 for s in stages:
-                    trained = s.trainable(model)
-                    assert trained and all(id(p) in own for p in trained), \
+                    params = s.trainable(model)
+                    assert params and all(id(p) in own for p in params), \
                         f"stage {s.name!r} trains nothing, or parameters not in the model"
                     s.exit_indices(model.num_exits)
                 ids = torch.tensor([[2, 5, 6, 3]])
                 out = model(ids, torch.ones_like(ids))
-                assert out.shape == (model.num_exits, 1, 2 + len(model.signal_names)), \
-                    f"forward gives {tuple(out.shape)}"
+                assert model.unit == part.unit, f"heads of unit {model.unit}, not {part.unit}"
+                wanted = forward_shape(part.unit, model.num_exits, *ids.shape,
+                                       2 + len(model.signal_names))
+                assert out.shape == wanted, f"forward gives {tuple(out.shape)}, not {wanted}"
                 if model.stateful:
                     head = next(h for h in model.heads if reads_previous(h))
                     got = head(model.embed(ids, torch.ones_like(ids))[0], None, None)
@@ -227,22 +244,11 @@ def _check_structure(report: Conformance, method: Any, backbone: Path) -> None:
                         "a head that reads the previous exit's state returns (outputs, state)"
 
 
-def _train(method: Any, backbone: Path, root: Path, is_regression: bool) -> Any:
-    """The model a run measures for this (variant's) method: trained, saved and reloaded."""
-    from eebench.tasks.catalog import get_task
-    from eebench.train.checkpoint import load_trained
-    from eebench.train.config import TrainConfig
-    from eebench.train.loop import train
-
-    spec = get_task("stsb" if is_regression else "rte")
-    cfg = TrainConfig(epochs=2, batch_size=4, lr=1e-3, max_seq_length=32, eval_batch_size=8,
-                      save_every=0, device="cpu", seed=0)
-    models = []
-    for part in method.models(NUM_LAYERS):
-        path = train(part, spec, str(backbone), examples("train", is_regression), None, cfg,
-                     root / "checkpoints")
-        models.append(load_trained(path)[0])
-    return method.combine(models)
+def forward_shape(unit: str, num_exits: int, batch: int, tokens: int, width: int
+                  ) -> tuple[int, ...]:
+    """What `forward` gives for a batch of `batch` x `tokens` ids on a model whose exits
+    classify `unit`: every exit's outputs (logits, then signals), per text or per token."""
+    return (num_exits, batch, *((tokens,) if unit == "token" else ()), width)
 
 
 def _check_runs(report: Conformance, method: Any, backbone: Path, root: Path,
@@ -256,10 +262,10 @@ def _check_runs(report: Conformance, method: Any, backbone: Path, root: Path,
     task = "regression" if is_regression else "classification"
     enc = encode(examples("dev", is_regression), load_tokenizer(str(backbone)), 32,
                  is_regression)
-    for variant in method.variants(method.default_sweep(NUM_LAYERS, is_regression, 2)):
+    for variant in method.variants(default_sweep(method, NUM_LAYERS, is_regression, 2)):
         where = f"{task}, variant {variant.name}"
         with report.check(f"{where}: trains, saves and reloads"):
-            model = _train(variant.method, backbone, root, is_regression)
+            model = trained(variant.method, backbone, root, is_regression)
         if not report.ok:
             return
         out = collect_exit_logits(model, eval_batches(enc, 8, sort_by_length=True))
@@ -267,7 +273,7 @@ def _check_runs(report: Conformance, method: Any, backbone: Path, root: Path,
                            tuple(getattr(model, "signal_names", ())),
                            dict(getattr(model, "method_settings", {})))
         with report.check(f"{where}: the model gives what the method provides"):
-            lacking = variant.method.provided(is_regression) - facts.provides()
+            lacking = provided(variant.method, is_regression) - facts.provides()
             assert not lacking, f"it lacks {sorted(lacking)}"
         with report.check(f"{where}: the FLOP table costs every exit"):
             table = build_cost_table(model, max_len=int(out.lengths.max()))
@@ -284,23 +290,7 @@ def _check_runs(report: Conformance, method: Any, backbone: Path, root: Path,
             sweeps.append((kind.name, kind.default_sweep(NUM_LAYERS, is_regression, 2),
                            lambda v, k=kind, f=facts: k.build(v, f)))
         _agree(report, where, model, enc, sweeps, is_regression)
-        _agree(report, f"{where}, stirred", _stirred(model), enc, sweeps, is_regression)
-
-
-def _stirred(model: Any) -> Any:
-    """A copy with its weight matrices drawn anew, N(0, 0.3): a briefly trained tiny model gives
-    nearly the same outputs for every sample (all exit alike); this one's differ per sample."""
-    import copy
-
-    import torch
-
-    stirred = copy.deepcopy(model)
-    gen = torch.Generator().manual_seed(0)
-    with torch.no_grad():
-        for p in stirred.parameters():
-            if p.dim() == 2:
-                p.copy_(torch.randn(p.shape, generator=gen) * 0.3)
-    return stirred
+        _agree(report, f"{where}, stirred", stirred(model), enc, sweeps, is_regression)
 
 
 def _agree(report: Conformance, where: str, model: Any, enc: Any, sweeps: list,

@@ -2,7 +2,10 @@
 
 `tiny_backbone` writes a random 3-layer BERT (hidden 32) with a word-level tokenizer of ROWS'
 words, a model directory that `--model` and `build_model` load like a pretrained one; `examples`
-gives ROWS as a task's training or dev split (RTE's labels, or STS-B's scores).
+gives ROWS as a task's training or dev split (RTE's labels, or STS-B's scores), `token_examples`
+their first sentences as a token task's (CoNLL-2003's tags: people and places). `trained` is the
+model a run measures for a method, trained a few steps on them and reloaded; `stirred` a copy of
+a model with its weights drawn anew.
 """
 
 from __future__ import annotations
@@ -79,3 +82,59 @@ def examples(split: str, regression: bool) -> Any:
                     texts=[(a, b) for a, b, _, _ in rows],
                     labels=[float(s) if regression else int(y) for _, _, y, s in rows],
                     ids=[str(i) for i in range(len(rows))], source="eebench.testing")
+
+
+# A tag per word of a token task (CoNLL-2003's names): the people and the places of ROWS.
+PEOPLE = {"she", "he", "woman", "child", "men", "we"}
+PLACES = {"park", "city", "garden", "school", "river", "house", "shop", "mat"}
+
+
+def token_examples(split: str) -> Any:
+    """ROWS' first sentences as CoNLL-2003's Examples, a tag per word: B-PER, B-LOC or O."""
+    from eebench.tasks.catalog import get_task
+    from eebench.tasks.loaders import Examples
+
+    labels = list(get_task("conll2003").labels)
+    rows = ROWS[:12] if split == "train" else ROWS
+    sentences = [a.split() for a, _, _, _ in rows]
+    tags = [[labels.index("B-PER" if w in PEOPLE else "B-LOC" if w in PLACES else "O")
+             for w in words] for words in sentences]
+    return Examples(task="conll2003", split=split, texts=[tuple(w) for w in sentences],
+                    labels=tags, ids=[str(i) for i in range(len(rows))],
+                    source="eebench.testing")
+
+
+def trained(method: Any, backbone: Path, root: Path, is_regression: bool,
+           task: str | None = None, rows: Any = None) -> Any:
+    """The model a run measures for this (variant's) method: trained, saved and reloaded (on
+    RTE or STS-B's `examples`, or on `task`'s `rows`)."""
+    from eebench.tasks.catalog import get_task
+    from eebench.train.checkpoint import load_trained
+    from eebench.train.config import TrainConfig
+    from eebench.train.loop import train
+
+    spec = get_task(task or ("stsb" if is_regression else "rte"))
+    rows = rows if rows is not None else examples("train", is_regression)
+    cfg = TrainConfig(epochs=2, batch_size=4, lr=1e-3, max_seq_length=32, eval_batch_size=8,
+                      save_every=0, device="cpu", seed=0)
+    models = []
+    for part in method.models(NUM_LAYERS):
+        path = train(part, spec, str(backbone), rows, None, cfg, root / "checkpoints")
+        models.append(load_trained(path)[0])
+    return method.combine(models)
+
+
+def stirred(model: Any) -> Any:
+    """A copy with its weight matrices drawn anew, N(0, 0.3): a briefly trained tiny model gives
+    nearly the same outputs for every sample (all exit alike); this one's differ per sample."""
+    import copy
+
+    import torch
+
+    out = copy.deepcopy(model)
+    gen = torch.Generator().manual_seed(0)
+    with torch.no_grad():
+        for p in out.parameters():
+            if p.dim() == 2:
+                p.copy_(torch.randn(p.shape, generator=gen) * 0.3)
+    return out

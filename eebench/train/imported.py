@@ -18,6 +18,7 @@ from typing import Any
 from eebench.errors import DataError, UsageError
 from eebench.io import config_hash
 from eebench.methods.base import EarlyExitMethod, get_method
+from eebench.methods.derived import trains
 from eebench.models.convert import CheckpointSource, open_checkpoint
 from eebench.models.convert.source import Checkpoint
 from eebench.train.checkpoint import (
@@ -66,7 +67,7 @@ def planned_import(source: str, method: str, settings: dict[str, Any], task: Any
     m = get_method(method, **settings)
     record = checkpoint.record()
     if len(m.variants([1.0, 2.0])) > 1 or len(m.models(record.num_layers)) > 1:
-        raise UsageError(f"--from-checkpoint evaluates one model; {m.name} trains {m.trains}",
+        raise UsageError(f"--from-checkpoint evaluates one model; {m.name} trains {trains(m)}",
                          hint="use a method with exits on one model (eebench methods)")
     check_fits(checkpoint, m)
     if record.num_labels != task.num_labels:

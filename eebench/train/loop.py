@@ -22,6 +22,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from eebench.errors import EebenchError, UsageError
+from eebench.methods import derived
 from eebench.train import checkpoint, distributed
 from eebench.train.config import TrainConfig
 from eebench.train.naming import NamedCheckpoint, claimed, lock_file, name_checkpoint
@@ -290,7 +291,7 @@ class _Trainer:
             checkpoint.load_optimizer(optimizer, self.path)
         self.optimizer = optimizer
         exits = stage.exit_indices(model.num_exits)
-        route = self.method.route(stage, model.num_exits)
+        route = derived.route(self.method, stage, model.num_exits)
         self.log(f"stage {stage.name!r}: {len(trainable)} tensors, lr {cfg.lr:g}, "
                  f"{cfg.epochs} epoch(s) x {per_epoch} steps, loss on the exits after layers "
                  f"{','.join(str(model.exit_layers[j]) for j in exits)}")

@@ -19,6 +19,7 @@ from typing import TYPE_CHECKING, Any
 from eebench.errors import DataError, UsageError
 from eebench.io import config_hash
 from eebench.io.locks import locked
+from eebench.methods.derived import calibration_fraction, check_task
 from eebench.train.checkpoint import checkpoint_path
 from eebench.train.config import TrainConfig, run_config
 
@@ -65,14 +66,14 @@ def name_checkpoint(method: EarlyExitMethod, task_spec: TaskSpec, backbone: str,
 
     pooling = resolve_pooling(backbone, pooling)
     cfg = cfg.with_precision()  # "auto" resolved before the checkpoint is named
-    method.check_task(task_spec)
+    check_task(method, task_spec)
     if train_examples.labels is None:
         raise DataError(f"{task_spec.name}: the training split has no labels")
     if cfg.max_train_samples is not None and cfg.max_train_samples < len(train_examples):
         train_examples = train_examples.take(cfg.max_train_samples, cfg.seed)
     if len(train_examples) == 0:
         raise DataError(f"{task_spec.name}: the training split is empty")
-    train_examples, held_out = hold_out(train_examples, method.calibration_fraction(), cfg.seed)
+    train_examples, held_out = hold_out(train_examples, calibration_fraction(method), cfg.seed)
     config = run_config(method, task_spec, backbone, train_examples, cfg, pooling)
     key = config_hash(config)
     path = checkpoint_path(out_dir, backbone, method.name, task_spec.name, key)
