@@ -27,6 +27,7 @@ from typing import Any
 from eebench.errors import UsageError
 from eebench.methods.catalog import METHODS
 from eebench.methods.protocols import Calibrates, Routes
+from eebench.models.units import SEQUENCE, unit_of
 from eebench.rules.catalog import RuleKind, get_rule
 
 _NONE = object()
@@ -156,12 +157,12 @@ def with_unit(cls: type, settings: dict[str, Any]) -> dict[str, Any]:
 
 def unit_rule(m: Any) -> str:
     """Its rule for its `unit`: `token_rule` on a token model; refused where it has none."""
-    if m.config.unit == "token" and m.rule:
+    if unit_of(m.config.unit).per_token and m.rule:
         if token_rule(m) is None:
             raise UsageError(f"method {m.name!r} has no token model (its {m.rule} rule decides "
                              "per text)", hint=f"token methods: {', '.join(methods_for('token'))}")
         return token_rule(m)
-    if m.config.unit == "sequence" and not sequence_tasks(m):
+    if unit_of(m.config.unit) is SEQUENCE and not sequence_tasks(m):
         raise UsageError(f"method {m.name!r} labels tokens only (unit 'token')",
                          hint=f"methods for texts: {', '.join(methods_for('sequence'))}")
     return m.rule
@@ -169,10 +170,9 @@ def unit_rule(m: Any) -> str:
 
 def check_unit(m: Any, task: Any) -> None:
     """Refuse a task of a unit it has no model for, or that its settings do not say."""
-    name, unit = getattr(task, "name", "?"), getattr(task, "unit", "sequence")
+    name, unit = getattr(task, "name", "?"), unit_of(getattr(task, "unit", None)).name
     if unit not in units(m):
-        what = "tags every word" if unit == "token" else "labels whole texts"
-        raise UsageError(f"task {name!r} {what}; method {m.name!r} does not",
+        raise UsageError(f"task {name!r} {unit_of(unit).does}; method {m.name!r} does not",
                          hint=f"methods for such tasks: {', '.join(methods_for(unit))}")
     if m.config.unit != unit:  # the runner sets it from the task; a caller's slip
         raise UsageError(f"method {m.name!r} is set up for unit {m.config.unit!r}; task "

@@ -46,9 +46,10 @@ class HeadDefaults:
 
         from eebench.methods.derived import shares_pooler
         from eebench.models.multi_exit import ExitHeads
+        from eebench.models.units import unit_of
 
         layers = self.head_layers(num_layers)
-        if self.unit == "token":  # a tag per token at every exit: no pooler
+        if unit_of(self.unit).per_token:  # a tag per token at every exit: no pooler
             make_token = getattr(self, "make_token_head", token_head)
             return ExitHeads(nn.ModuleList(make_token(config, num_labels) for _ in layers),
                              layers)

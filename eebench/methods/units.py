@@ -15,9 +15,11 @@ from __future__ import annotations
 
 from typing import Any
 
+from eebench.models.units import TOKEN, unit_of
+
 
 def for_task(settings: dict[str, Any], task: Any) -> dict[str, Any]:
     """A method's settings for `task`: its token model (`unit` "token") on a token task."""
-    if getattr(task, "unit", "sequence") == "token":
-        return {**settings, "unit": "token"}
+    if unit_of(getattr(task, "unit", None)).per_token:
+        return {**settings, "unit": TOKEN.name}
     return dict(settings)

@@ -75,6 +75,7 @@ class Unit:
     # a generated token of a decoder LLM (the decoder tasks, eebench.tasks.lm): its points come
     # from one teacher-forced pass (eebench.rules.decoder_sweep), checked by real decoding
     generates: bool = False
+    does: str = "labels whole texts"  # what a task of this unit asks (a refusal says it)
 
     # -- the rule's state ------------------------------------------------------------------
     def counting(self, batch: dict, enc: Any = None) -> torch.Tensor | None:
@@ -296,10 +297,12 @@ class _TokenUnit(Unit):
 
 
 SEQUENCE = Unit("sequence")
-TOKEN = _TokenUnit("token", per_token=True, scores_quality=False, stores_logits=False)
+TOKEN = _TokenUnit("token", per_token=True, scores_quality=False, stores_logits=False,
+                   does="tags every word")
 # A generated token: its per-token exits and their KV-cache copies run in CALM's walk
 # (eebench.rules.calm_decoding), not yet in the loop above (the module docstring says how)
-GENERATED = Unit("generated", scores_quality=False, stores_logits=False, generates=True)
+GENERATED = Unit("generated", scores_quality=False, stores_logits=False, generates=True,
+                 does="predicts each next token of a decoder")
 UNITS: dict[str, Unit] = {u.name: u for u in (SEQUENCE, TOKEN, GENERATED)}
 
 

@@ -17,7 +17,8 @@ and from then on their pieces' states are frozen (copied upward). Two walks that
   pieces' states are put back (the copy), as the authors' code computes it; a sentence that is
   done stays in the batch, computing nothing;
 - `live=True` (real dynamic inference, timed): a layer computes only the live tokens
-  (eebench.models.token_halting_layer: BERT-style layers), and sentences that are done leave the batch.
+  (eebench.models.token_halting_layer: BERT-style layers), and sentences that are done leave
+  the batch.
 
 Each exit's head reads every token's state (a halted word's too: with the rule's
 `halted="current"`, as the authors' code, its uncertainty counts in its neighbours' windows).

@@ -11,6 +11,7 @@ from eebench.errors import UsageError
 from eebench.methods import derived
 from eebench.methods.base import get_method
 from eebench.methods.units import for_task
+from eebench.models.units import unit_of
 from eebench.run.artifacts import RunConfig
 from eebench.run.config import BenchConfig, entry_configs
 from eebench.tasks.catalog import get_task
@@ -109,11 +110,12 @@ def refusal(method: str, task: TaskSpec) -> str | None:
     from eebench.rules.catalog import get_rule
 
     cls = METHODS.get(method)
-    unit = getattr(task, "unit", "sequence")
-    if unit not in derived.units(cls):
+    unit = unit_of(getattr(task, "unit", None))
+    if unit.name not in derived.units(cls):
         return (f"{method} has no token model (its {cls.rule} rule decides per text)"
-                if unit == "token" else f"{method} labels tokens, not texts")
-    rule = (derived.token_rule(cls) if unit == "token" else cls.rule) or ""
+                if unit.per_token else f"{method} does not do what task {task.name} asks "
+                f"(it {unit.does})")
+    rule = (derived.token_rule(cls) if unit.per_token else cls.rule) or ""
     if getattr(task, "is_regression", False) and rule and not get_rule(rule).supports_regression:
         return f"{method} cannot do regression (its {rule} rule needs classes)"
     return None
@@ -228,7 +230,7 @@ def run_config_for(config: BenchConfig, method: str, task: str, seed: int,
     derived.check_task(m, spec)
     if weights is None:
         _check_length(config, spec, evaluated)
-    if spec.unit == "token" and weights is None:  # imported weights: checked where they load
+    if unit_of(spec.unit).per_token and weights is None:  # imported weights: checked on loading
         _check_halting(rule or m.rule, config.model)
     split = resolve_split(evaluated, config.split)  # the loaders' names and aliases
     if split == "train":

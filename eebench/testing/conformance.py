@@ -38,6 +38,7 @@ from typing import Any
 
 from eebench.errors import one_line
 from eebench.methods.derived import default_sweep, describe, provided, supports_regression
+from eebench.models.units import unit_of
 from eebench.testing.tiny import NUM_LAYERS, examples, stirred, tiny_backbone, trained
 
 
@@ -113,7 +114,7 @@ def _check_method(name: str, settings: dict[str, Any] | None, rules: tuple[str, 
         _check_structure(report, method, backbone)
         if not runs:
             return report
-        if method.unit == "token":  # a tag per word: a token task's runs
+        if unit_of(method.unit).per_token:  # a tag per word: a token task's runs
             from eebench.testing.tokens import check_token_runs
 
             if report.ok:
@@ -248,7 +249,7 @@ def forward_shape(unit: str, num_exits: int, batch: int, tokens: int, width: int
                   ) -> tuple[int, ...]:
     """What `forward` gives for a batch of `batch` x `tokens` ids on a model whose exits
     classify `unit`: every exit's outputs (logits, then signals), per text or per token."""
-    return (num_exits, batch, *((tokens,) if unit == "token" else ()), width)
+    return (num_exits, batch, *((tokens,) if unit_of(unit).per_token else ()), width)
 
 
 def _check_runs(report: Conformance, method: Any, backbone: Path, root: Path,

@@ -18,6 +18,7 @@ from typing import Any
 
 from eebench.methods.base import JOINT
 from eebench.methods.derived import default_sweep
+from eebench.models.units import unit_of
 
 BATCH_SIZES = (1, 5)
 
@@ -57,7 +58,7 @@ def check_token_runs(report: Any, method: Any, backbone: Path, root: Path,
         for name in rules if variant.name == JOINT else ():
             kind = get_rule(name)
             with report.check(f"{where}: its model gives what rule {kind.name!r} needs"):
-                assert kind.unit == "token", f"rule {kind.name!r} decides per {kind.unit}"
+                assert unit_of(kind.unit).per_token, f"rule {kind.name!r} decides per {kind.unit}"
                 kind.refuse_unless(facts.provides(), f"this {method.name} model")
             sweeps.append((kind.name, _halts(kind.name),
                            kind.default_sweep(NUM_LAYERS, False, num_labels),
