@@ -8,10 +8,10 @@ pieces of words not yet halted, and the special tokens, while the sentence runs)
 where live_i(q, n) is layer i computed by eebench.models.token_halting_layer: queries,
 attention output and feed-forward for q tokens, keys and values for all n, attention q x n.
 Each exit's head reads every token (a halted word's uncertainty counts in its neighbours'
-windows), so it costs what the cost table says at n. live_i is counted, not written down: fvcore and torch's FlopCounterMode
-count `live_layer` at a few (q, n) (they must agree), and the exact form a + b q + c n + d q n
-through four of them is checked at two more; with every token live it equals the cost table's
-layer i at every n (`check_full`).
+windows), so it costs what the cost table says at n. live_i is counted, not written down:
+fvcore and torch's FlopCounterMode count `live_layer` at a few (q, n) (they must agree), and the
+exact form a + b q + c n + d q n through four of them is checked at two more; with every token
+live it equals the cost table's layer i at every n (`check_full`).
 """
 
 from __future__ import annotations
