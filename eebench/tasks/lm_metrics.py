@@ -31,6 +31,7 @@ import math
 import numpy as np
 
 from eebench.errors import EebenchError
+from eebench.tasks.metrics import accuracy
 from eebench.tasks.spec import TaskSpec
 
 PERCENT = ("top1_agreement", "next_token_accuracy", "token_agreement", "exact_match")
@@ -86,8 +87,7 @@ def _rows(generated, reference) -> tuple[np.ndarray, np.ndarray]:
 
 def token_agreement(generated, reference) -> float:
     """Share of generated positions ([prompts, N]) equal to the full model's greedy output."""
-    g, r = _rows(generated, reference)
-    return float(np.mean(g == r))
+    return accuracy(*_rows(generated, reference))
 
 
 def exact_match(generated, reference) -> float:
