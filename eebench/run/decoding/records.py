@@ -155,6 +155,8 @@ class DecodeSummary(Data):
     head: str
     n_samples: int
     sample_ids: list[str]
+    # tokens of each sample in id order: a prompt (humaneval-gen) or a cut review (imdb-lm)
+    sample_tokens: list[int]
     num_points: int
     full_model: dict[str, Any]
     tuning_losses: list[float] = Field(default_factory=list)

@@ -173,7 +173,8 @@ def run_decoder(cfg: DecodeConfig, opts: DecodeOptions | None = None) -> DecodeR
     summary = DecodeSummary(
         model=cfg.model, task=cfg.task, split=cfg.split, config_hash=cfg.key(),
         num_layers=total_layers, exit_layers=list(cfg.exits.layers), head=cfg.exits.head,
-        n_samples=len(inputs), sample_ids=[str(i) for i in ids], num_points=len(points),
+        n_samples=len(inputs), sample_ids=[str(i) for i in ids],
+        sample_tokens=[len(x) for x in inputs], num_points=len(points),
         full_model={"metrics": full.metrics, "flops_per_token": full.flops_per_token},
         tuning_losses=losses, exits_file=exits_file,
         all_checks_agree=all(checks) if checks else None,
