@@ -227,3 +227,13 @@ def test_smollm2_decoder_run_agrees_with_real_decoding(tmp_path):
                                               "self-spec-adaptive", "calm"}
     static = {p.setting["k"]: p.main for p in run.points if p.method == "static"}
     assert static[24] >= static[6]
+
+
+def test_score_passes_over_decoder_runs_and_refuses_one_named(greedy_run):
+    from eebench.errors import DataError
+    from eebench.score.collect import find_run_dirs, load_run, run_dirs_under
+
+    run, out = greedy_run
+    assert run_dirs_under(out) == []
+    with pytest.raises(DataError, match="a decoder run"):
+        load_run(find_run_dirs([run.path])[0])

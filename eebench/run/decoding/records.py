@@ -32,6 +32,8 @@ class DecodeConfig(Data):
     """Everything that determines a decoder run's results: its hash names the directory."""
 
     schema_version: int = DECODE_CONFIG_SCHEMA_VERSION
+    # what tells a decoder run directory from an encoder one (eebench.score.collect skips it)
+    kind: Literal["decoder"] = "decoder"
     model: str
     task: Literal["imdb-lm", "humaneval-gen"]
     split: str = "test"
