@@ -88,8 +88,10 @@ def check_config(cfg: DecodeConfig) -> None:
         raise UsageError(f"CALM thresholds must be within [0, 1]: {list(cfg.thresholds)}")
     if any(t not in cfg.thresholds for t in cfg.real_thresholds()):
         raise UsageError("CALM thresholds decoded for real must be among the thresholds")
-    if any(k not in cfg.candidate_ks() or d < 0 for k, d in cfg.checked_spec_points()):
-        raise UsageError("checked self-spec points must use the candidate exits")
+    if any(k not in cfg.candidate_ks() or d not in cfg.draft_lengths
+           for k, d in cfg.checked_spec_points()):
+        raise UsageError("checked self-spec points (k, d) must be among the candidate exits "
+                         "and draft lengths")
     if cfg.tuning_steps and cfg.exits.head != "adapter":
         raise UsageError("EE-Tuning trains adapter exits: the logit lens has no parameters",
                          hint="add --head adapter, or leave --tune-steps at 0")
