@@ -159,10 +159,12 @@ def run_decoder(cfg: DecodeConfig, opts: DecodeOptions | None = None) -> DecodeR
         traces = trace_prompts(model, exits, inputs, cfg.data.new_tokens, tick)
         points = greedy_points(model, exits, inputs, traces, cfg, head_cost, tick)
         if cfg.timing:
+            from eebench.models.decoders import quiet
             from eebench.run.decoding.timing import time_points
 
-            points = time_points(model, exits, inputs, [t.tokens.tolist() for t in traces],
-                                 points, cfg, tick)
+            with quiet():  # transformers' generate warnings (the peer) are not the run's
+                points = time_points(model, exits, inputs,
+                                     [t.tokens.tolist() for t in traces], points, cfg, tick)
     else:
         from eebench.run.decoding.teacher import teacher_forced_points
 
