@@ -208,3 +208,32 @@ def calm_flops(config: Any, prompt_len: int, exit_layers: Sequence[int],
     generation = sum(calm_step_flops(config, prompt_len - 1 + i, int(e), int(n), head_cost)
                      for i, (e, n) in enumerate(zip(exit_layers, exits_evaluated)))
     return DecodeFlops(_prefill(config, prompt_len), generation, len(exit_layers))
+
+
+def static_flops(config: Any, prompt_len: int, n_new: int, k: int,
+                 head_cost: int | None = None) -> DecodeFlops:
+    """Greedy decoding with the first k layers alone and exit k's head (the model truncated at
+    exit k, the static baseline): the prompt through k layers, each generated token through k
+    layers and one exit head (`head_cost`: default the logit lens)."""
+    _check(prompt_len, n_new)
+    s = DecoderShape.of(config)
+    if not 1 <= k <= s.layers:
+        raise UsageError(f"exit layer must be within 1..{s.layers}, got {k}")
+    head = (lm_head_flops(s) if k == s.layers else exit_head_flops(s)) if head_cost is None \
+        else head_cost
+    p = prompt_len - 1
+    generation = layers_over(s, p, p + n_new, k) + n_new * head
+    return DecodeFlops(layers_over(s, 0, p, k), generation, n_new)
+
+
+def teacher_forced_flops(config: Any, length: int, k: int, head_cost: int | None = None) -> int:
+    """One teacher-forced pass of `length` tokens scored at exit k: the `length - 1` positions
+    that predict a next token through k layers and one head each (the last position predicts
+    nothing and is not counted)."""
+    s = DecoderShape.of(config)
+    if length < 2 or not 1 <= k <= s.layers:
+        raise UsageError(f"need length >= 2 and an exit within 1..{s.layers} "
+                         f"(got {length}, {k})")
+    head = (lm_head_flops(s) if k == s.layers else exit_head_flops(s)) if head_cost is None \
+        else head_cost
+    return layers_over(s, 0, length - 1, k) + (length - 1) * head

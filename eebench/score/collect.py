@@ -164,8 +164,21 @@ def _runs_under(path: Path) -> list[Path]:
 def run_dirs_under(folder: Path) -> list[Path]:
     """The run directories below `folder` that hold results (RESULT_FILES), sorted: finished
     ones, and unfinished ones for load_run to refuse. A summary without its points is found too,
-    so that deleting points.jsonl cannot hide a run."""
-    return sorted({p.parent for name in RESULT_FILES for p in Path(folder).rglob(name)})
+    so that deleting points.jsonl cannot hide a run. Decoder runs (`eebench decode`) are not
+    results of this table yet and are passed over."""
+    found = {p.parent for name in RESULT_FILES for p in Path(folder).rglob(name)}
+    return sorted(p for p in found if not is_decoder_run(p))
+
+
+def is_decoder_run(path: Path) -> bool:
+    """Whether a directory is a decoder run (its config.json says `"kind": "decoder"`)."""
+    import json
+
+    try:
+        data = json.loads((path / CONFIG_FILE).read_text(encoding="utf-8"))
+    except (OSError, ValueError):
+        return False  # not readable here: load_run says why, naming the file
+    return isinstance(data, dict) and data.get("kind") == "decoder"
 
 
 def load_run(path: Path) -> Run:
@@ -174,6 +187,10 @@ def load_run(path: Path) -> Run:
     config_path = path / CONFIG_FILE
     if not config_path.is_file():
         raise DataError(f"{config_path}: missing (every run directory holds its config)")
+    if is_decoder_run(path):
+        raise DataError(f"{path}: a decoder run (eebench decode): not scored with encoder runs",
+                        hint="its points are in points.jsonl; `eebench decode --json` prints "
+                             "them")
     files = verify_run(path)  # today's schemas, whatever version wrote the run
     config, points = files.config, files.points
     if not points:

@@ -1,0 +1,205 @@
+"""`eebench decode`: early exit in a decoder LLM, every operating point of one run, as a table.
+
+One backbone x one decoder task x one set of exits (eebench.run.decoding): humaneval-gen traces
+each prompt once and reports the static truncations, self-speculation at every (k, d) and its
+adaptive choice of k, and CALM at every threshold (oracle cache), with real decoding checks;
+imdb-lm reports the static exits and CALM from one teacher-forced pass per review.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Annotated
+
+import typer
+
+from eebench.cli.app import app
+from eebench.cli.common import (
+    DataDirOption,
+    JsonOption,
+    err_console,
+    out_dir,
+    print_json,
+    progress,
+    resolve_data_dir,
+)
+from eebench.errors import UsageError
+
+PANEL = "Run and score"
+
+
+def _numbers(text: str | None, kind: type, option: str) -> tuple | None:
+    if text is None:
+        return None
+    try:
+        return tuple(kind(x) for x in text.replace(" ", "").split(",") if x)
+    except ValueError:
+        raise UsageError(f"{option} {text!r}: not a comma-separated list of numbers",
+                         hint=f"e.g. {option} 1,2,4") from None
+
+
+def _default_exits(model: str) -> tuple[int, ...]:
+    """Every fifth of the depth (30 layers: 6, 12, 18, 24; 4 layers: 1, 2, 3)."""
+    from eebench.models.backbones import from_pretrained, known_depth
+
+    layers = known_depth(model)
+    if layers is None:
+        from transformers import AutoConfig
+
+        from eebench.models.decoders import DECODER_HINT, check_decoder_dir
+
+        layers = from_pretrained(AutoConfig.from_pretrained, model, check_dir=check_decoder_dir,
+                                 hint=DECODER_HINT).num_hidden_layers
+    step = max(1, layers // 5)
+    return tuple(range(step, layers, step))
+
+
+@app.command("decode", rich_help_panel=PANEL)
+def decode_command(
+    model: Annotated[str, typer.Option(
+        "--model", help="Decoder: smollm2-135m (bundled), a local decoder model directory or a "
+        "Llama-family hub id.")] = "smollm2-135m",
+    task: Annotated[str, typer.Option(
+        "--task", help="humaneval-gen (greedy generation) or imdb-lm (teacher-forced).")
+                    ] = "humaneval-gen",
+    split: Annotated[str, typer.Option("--split", help="The split evaluated.")] = "test",
+    samples: Annotated[int, typer.Option("--samples", help="Prompts or reviews (seeded).")] = 8,
+    seed: Annotated[int, typer.Option("--seed", help="The subset's seed.")] = 0,
+    new_tokens: Annotated[int, typer.Option(
+        "--new-tokens", help="humaneval-gen: tokens generated after each prompt.")] = 32,
+    max_tokens: Annotated[int, typer.Option(
+        "--max-tokens", help="imdb-lm: tokens per review (and per EE-Tuning text).")] = 256,
+    exits: Annotated[str | None, typer.Option(
+        "--exits", help="Exit layers, comma-separated (default: every fifth of the depth).",
+        show_default=False)] = None,
+    head: Annotated[str, typer.Option(
+        "--head", help="lens (the final norm and LM head) or adapter (trained by --tune-steps)."
+    )] = "lens",
+    rank: Annotated[int, typer.Option("--rank", help="Adapter exits' bottleneck.")] = 16,
+    tune_steps: Annotated[int, typer.Option(
+        "--tune-steps", help="EE-Tuning steps on imdb-lm's training reviews (adapter exits).")
+                          ] = 0,
+    drafts: Annotated[str, typer.Option(
+        "--drafts", help="Self-speculation draft lengths d, comma-separated.")] = "1,2,4",
+    ks: Annotated[str | None, typer.Option(
+        "--ks", help="Exits self-speculation drafts with (default: every exit).",
+        show_default=False)] = None,
+    thresholds: Annotated[str, typer.Option(
+        "--thresholds", help="CALM confidence thresholds, comma-separated.")
+                          ] = "0.5,0.7,0.8,0.9,0.95,0.99",
+    measure: Annotated[str, typer.Option("--measure", help="CALM confidence: maxprob or margin.")
+                       ] = "maxprob",
+    calm_real: Annotated[str | None, typer.Option(
+        "--calm-real", help="Thresholds also decoded for real (default: lowest, middle, "
+        "highest).", show_default=False)] = None,
+    timing: Annotated[bool, typer.Option(
+        "--timing/--no-timing", help="humaneval-gen: time real decoding at batch size 1.")
+                      ] = False,
+    timing_prompts: Annotated[int, typer.Option("--timing-prompts")] = 2,
+    timing_repeats: Annotated[int, typer.Option("--timing-repeats")] = 3,
+    out: Annotated[Path, typer.Option("--out", help="Where run directories go.")
+                   ] = Path("runs/decoder"),
+    device: Annotated[str | None, typer.Option(
+        "--device", help="cpu or cuda (default: cuda when present).", show_default=False)
+                      ] = None,
+    overwrite: Annotated[bool, typer.Option("--overwrite", help="Redo a finished run.")] = False,
+    data_dir: Path | None = DataDirOption,
+    json_out: bool = JsonOption,
+) -> None:
+    """Early exit in a decoder LLM: static, self-speculation (LayerSkip), adaptive k, CALM.
+
+    Every operating point of one backbone on one decoder task from one pass per prompt, with
+    real decoding checking the simulation, FLOPs per token, and (--timing) wall time. A rerun
+    with the same settings returns the finished run.
+
+    Example: eebench decode --model smollm2-135m --task humaneval-gen --samples 8
+    --new-tokens 32 --exits 6,12,18,24
+    """
+    from pydantic import ValidationError
+
+    from eebench.run.decoding import DecodeConfig, DecodeOptions, run_decoder
+
+    if task not in ("humaneval-gen", "imdb-lm"):
+        raise UsageError(f"--task {task!r} is not a decoder task",
+                         hint="choose humaneval-gen or imdb-lm")
+    if device not in (None, "cpu", "cuda"):
+        raise UsageError(f"--device {device!r}", hint="cpu or cuda")
+    layers = _numbers(exits, int, "--exits")
+    try:
+        if layers is None:
+            layers = _default_exits(model)
+        cfg = DecodeConfig(
+            model=model, task=task, split=split,
+            data={"samples": samples, "seed": seed, "new_tokens": new_tokens,
+                  "max_tokens": max_tokens},
+            exits={"layers": layers, "head": head, "rank": rank},
+            tuning_steps=tune_steps, ks=_numbers(ks, int, "--ks"),
+            draft_lengths=_numbers(drafts, int, "--drafts"),
+            thresholds=_numbers(thresholds, float, "--thresholds"), measure=measure,
+            calm_real=_numbers(calm_real, float, "--calm-real"), timing=timing,
+            timing_prompts=timing_prompts, timing_repeats=timing_repeats)
+    except ValidationError as e:
+        first = e.errors()[0]
+        where = ".".join(str(x) for x in first["loc"])
+        raise UsageError(f"{where}: {first['msg']}", hint="eebench decode --help") from None
+    opts = DecodeOptions(out=out_dir(out, "the run directory"),
+                         data_dir=resolve_data_dir(data_dir), overwrite=overwrite, device=device)
+    with progress(transient=True) as bar:
+        job = None
+
+        def report(what: str, n: int) -> None:
+            nonlocal job
+            if job is None:
+                job = bar.add_task("decode", total=n, info="")
+            else:
+                bar.update(job, advance=n, info=what)
+
+        opts.progress = report
+        run = run_decoder(cfg, opts)
+    if json_out:
+        print_json({"path": str(run.path), "skipped": run.skipped,
+                    "summary": run.summary.model_dump(mode="json"),
+                    "points": [p.model_dump(mode="json") for p in run.points]})
+        return
+    print_table(run)
+
+
+def _fmt(value: float | None, digits: int = 1) -> str:
+    return "—" if value is None else f"{value:.{digits}f}"
+
+
+def print_table(run) -> None:  # noqa: ANN001 - a DecodeRun
+    from rich.table import Table
+
+    s = run.summary
+    state = "finished earlier, not rerun" if run.skipped else f"{s.wall_seconds:.1f} s"
+    table = Table(title=f"{s.model} on {s.task}: {s.n_samples} samples, {s.num_layers} layers, "
+                  f"{s.head} exits at {s.exit_layers} ({state})", title_justify="left")
+    timed = any(p.timing for p in run.points)
+    columns = ["method", "setting", "main", "other metrics", "MFLOPs/tok", "FLOPs ×",
+               "exit layer", "accept %", "acc. len", "check / notes"]
+    columns += ["ms/tok", "wall ×", "peer ms/tok"] if timed else []
+    for col in columns:
+        table.add_column(col, overflow="fold")
+    for p in run.points:
+        setting = " ".join(f"{k}={v}" for k, v in p.setting.items() if k != "measure")
+        others = " ".join(f"{k} {_fmt(v, 2)}" for k, v in p.metrics.items() if k != p.main_metric)
+        check = ""
+        if p.agrees is not None:
+            check = "agrees" if p.agrees else f"[red]DIFFERS {p.check}[/]"
+        if p.oracle_gap is not None:
+            check = f"real {_fmt(p.real[p.main_metric])} (Δ {p.oracle_gap:+.1f})"
+        if p.chosen_k:
+            check = "k: " + " ".join(f"{k}×{n}" for k, n in p.chosen_k.items())
+        row = [p.method, setting, _fmt(p.main), others, _fmt(p.mflops_per_token, 2),
+               _fmt(p.flops_speedup, 2), _fmt(p.mean_exit_layer), _fmt(p.acceptance_rate),
+               _fmt(p.mean_accepted, 2), check]
+        if timed:
+            t = p.timing
+            row += [_fmt(t and t.ms_per_token, 2), _fmt(t and t.wall_speedup, 2),
+                    _fmt(p.peer_timing and p.peer_timing.ms_per_token, 2)]
+        table.add_row(*row)
+    err_console.print(table)
+    err_console.print(f"[dim]main: {run.points[0].main_metric} (% of the full model's output); "
+                      f"FLOPs ×: the full model's FLOPs per token over the point's; "
+                      f"run directory: {run.path}")

@@ -1,0 +1,211 @@
+"""A decoder run: one backbone, one decoder task, one set of exits; every operating point.
+
+The run directory `<out>/<model>/decode/<task>/<config-hash>/` holds
+
+- `config.json`    DecodeConfig (its hash names the directory)
+- `env.json`       hardware and versions (eebench.measure.env)
+- `exits.safetensors`  the trained exit heads, when EE-Tuning ran
+- `points.jsonl`   one DecoderPoint per line
+- `summary.json`   DecodeSummary, written last: a directory with one is finished, and a rerun
+                   with the same config returns it as it is (`skipped`)
+
+Every file is written atomically (eebench.io). The model runs on `device` (default: CUDA when
+present); prompts and reviews one at a time, unpadded.
+"""
+
+from __future__ import annotations
+
+import json
+import shutil
+import time
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from pathlib import Path
+
+from eebench.errors import DataError, UsageError
+from eebench.io import atomic_write_text, read_json, read_model, sha256_file, validated, write_json
+from eebench.run.decoding.records import DecodeConfig, DecoderPoint, DecodeSummary
+
+CONFIG_FILE, ENV_FILE, POINTS_FILE, SUMMARY_FILE = (
+    "config.json", "env.json", "points.jsonl", "summary.json")
+EXITS_FILE = "exits.safetensors"
+TUNING_TASK = "imdb-lm"  # the decoder task with training texts
+
+
+@dataclass
+class DecodeOptions:
+    """What does not change the results: where things go, the device, progress."""
+
+    out: Path = Path("runs/decoder")
+    data_dir: Path | None = None
+    overwrite: bool = False
+    device: str | None = None
+    progress: Callable[[str, int], None] | None = None  # (what, total steps) then per step
+
+
+@dataclass
+class DecodeRun:
+    path: Path
+    config: DecodeConfig
+    points: list[DecoderPoint]
+    summary: DecodeSummary
+    skipped: bool = False
+    env: dict = field(default_factory=dict, repr=False)
+
+
+def decoder_run_dir(cfg: DecodeConfig, out: Path) -> Path:
+    from eebench.train.checkpoint import model_slug
+
+    return Path(out) / model_slug(cfg.model) / "decode" / cfg.task / cfg.key()
+
+
+def read_decoder_run(path: Path) -> DecodeRun:
+    """A finished decoder run read back (one line for a missing or damaged file)."""
+    path = Path(path)
+    if not (path / SUMMARY_FILE).is_file():
+        raise DataError(f"{path / SUMMARY_FILE}: missing: not a finished decoder run")
+    config = read_model(path / CONFIG_FILE, DecodeConfig)
+    summary = read_model(path / SUMMARY_FILE, DecodeSummary)
+    for name, digest in summary.files.items():
+        if sha256_file(path / name) != digest:
+            raise DataError(f"{path / name}: does not match the sha256 its summary recorded",
+                            hint="rerun with --overwrite to redo it")
+    lines = (path / POINTS_FILE).read_text(encoding="utf-8").splitlines()
+    points = [validated(DecoderPoint, json.loads(line), f"{path / POINTS_FILE}:{n}")
+              for n, line in enumerate(lines, 1) if line.strip()]
+    return DecodeRun(path, config, points, summary, env=read_json(path / ENV_FILE))
+
+
+def check_config(cfg: DecodeConfig) -> None:
+    """What a config cannot mean, refused before the model loads (exit 2)."""
+    layers = set(cfg.exits.layers)
+    bad = [k for k in cfg.candidate_ks() if k not in layers]
+    if bad:
+        raise UsageError(f"self-speculation exits {bad} are not exit layers {sorted(layers)}")
+    if any(d < 0 for d in cfg.draft_lengths) or not cfg.draft_lengths:
+        raise UsageError(f"draft lengths must be >= 0: {list(cfg.draft_lengths)}")
+    if not cfg.thresholds or any(not 0 <= t <= 1 for t in cfg.thresholds):
+        raise UsageError(f"CALM thresholds must be within [0, 1]: {list(cfg.thresholds)}")
+    if any(t not in cfg.thresholds for t in cfg.real_thresholds()):
+        raise UsageError("CALM thresholds decoded for real must be among the thresholds")
+    if any(k not in cfg.candidate_ks() or d not in cfg.draft_lengths
+           for k, d in cfg.checked_spec_points()):
+        raise UsageError("checked self-spec points (k, d) must be among the candidate exits "
+                         "and draft lengths")
+    if cfg.tuning_steps and cfg.exits.head != "adapter":
+        raise UsageError("EE-Tuning trains adapter exits: the logit lens has no parameters",
+                         hint="add --head adapter, or leave --tune-steps at 0")
+
+
+def run_decoder(cfg: DecodeConfig, opts: DecodeOptions | None = None) -> DecodeRun:
+    """Run `cfg` (or return its finished directory as it is: `skipped`)."""
+    import torch
+
+    from eebench.measure.decoder_flops import exit_head_flops
+    from eebench.measure.env import environment
+    from eebench.models.decoder_exits import DecoderExits, num_layers, save_exits
+    from eebench.models.decoders import load_causal_lm, load_decoder_tokenizer
+    from eebench.tasks.lm import load_texts, prompt_ids, token_windows
+
+    opts = opts or DecodeOptions()
+    check_config(cfg)
+    run_dir = decoder_run_dir(cfg, opts.out)
+    if opts.overwrite and run_dir.exists():
+        shutil.rmtree(run_dir)
+    if (run_dir / SUMMARY_FILE).is_file():
+        done = read_decoder_run(run_dir)
+        done.skipped = True
+        return done
+    started = time.perf_counter()
+    texts, ids = load_texts(cfg.task, cfg.split, opts.data_dir, cfg.data)
+    model = load_causal_lm(cfg.model)
+    tokenizer = load_decoder_tokenizer(cfg.model)
+    device = torch.device(opts.device or ("cuda" if torch.cuda.is_available() else "cpu"))
+    model.to(device)
+    exits = DecoderExits(model, cfg.exits).to(device)
+    run_dir.mkdir(parents=True, exist_ok=True)
+    write_json(run_dir / CONFIG_FILE, cfg)
+    env = environment()
+    write_json(run_dir / ENV_FILE, env)
+    head_cost = exit_head_flops(model.config, cfg.exits.rank if cfg.exits.head == "adapter"
+                                else None)
+    total_layers = num_layers(model)
+
+    if cfg.task == "humaneval-gen":
+        inputs = [torch.tensor(p, device=device) for p in prompt_ids(tokenizer, texts)]
+        if any(len(p) == 0 for p in inputs):
+            raise DataError(f"{cfg.task}: a prompt tokenised to nothing")
+        n_checks = len(cfg.checked_spec_points()) + len(cfg.real_thresholds())
+        steps = len(inputs) + len(cfg.exits.layers) + n_checks + (
+            1 + n_checks if cfg.timing else 0)
+    else:
+        inputs = [torch.tensor(w, device=device)
+                  for w in token_windows(tokenizer, texts, cfg.data.max_tokens)]
+        steps = len(inputs)
+    tick = _ticker(opts, steps + (1 if cfg.tuning_steps else 0))
+
+    losses: list[float] = []
+    exits_file = None
+    if cfg.tuning_steps:
+        losses = _tune(model, exits, tokenizer, cfg, opts, device)
+        exits.eval()
+        exits_file = EXITS_FILE
+        save_exits(exits, run_dir / EXITS_FILE)
+        tick("EE-Tuning")
+
+    if cfg.task == "humaneval-gen":
+        from eebench.run.decoding.greedy import greedy_points, trace_prompts
+
+        traces = trace_prompts(model, exits, inputs, cfg.data.new_tokens, tick)
+        points = greedy_points(model, exits, inputs, traces, cfg, head_cost, tick)
+        if cfg.timing:
+            from eebench.models.decoders import quiet
+            from eebench.run.decoding.timing import time_points
+
+            with quiet():  # transformers' generate warnings (the peer) are not the run's
+                points = time_points(model, exits, inputs,
+                                     [t.tokens.tolist() for t in traces], points, cfg, tick)
+    else:
+        from eebench.run.decoding.teacher import teacher_forced_points
+
+        points = teacher_forced_points(model, exits, inputs, cfg, head_cost, tick)
+
+    atomic_write_text(run_dir / POINTS_FILE, "".join(p.model_dump_json() + "\n" for p in points))
+    full = next(p for p in points if p.method == "full")
+    checks = [p.agrees for p in points if p.agrees is not None]
+    vouched = [CONFIG_FILE, ENV_FILE, POINTS_FILE] + ([EXITS_FILE] if exits_file else [])
+    summary = DecodeSummary(
+        model=cfg.model, task=cfg.task, split=cfg.split, config_hash=cfg.key(),
+        num_layers=total_layers, exit_layers=list(cfg.exits.layers), head=cfg.exits.head,
+        n_samples=len(inputs), sample_ids=[str(i) for i in ids],
+        sample_tokens=[len(x) for x in inputs], num_points=len(points),
+        full_model={"metrics": full.metrics, "flops_per_token": full.flops_per_token},
+        tuning_losses=losses, exits_file=exits_file,
+        all_checks_agree=all(checks) if checks else None,
+        files={name: sha256_file(run_dir / name) for name in vouched},
+        wall_seconds=time.perf_counter() - started)
+    write_json(run_dir / SUMMARY_FILE, summary)
+    return DecodeRun(run_dir, cfg, points, summary, env=env)
+
+
+def _ticker(opts: DecodeOptions, total: int) -> Callable[[str], None]:
+    if opts.progress is None:
+        return lambda what: None
+    opts.progress("start", total)
+    return lambda what: opts.progress(what, 1)  # type: ignore[misc]
+
+
+def _tune(model, exits, tokenizer, cfg: DecodeConfig, opts: DecodeOptions, device) -> list[float]:
+    """EE-Tuning on imdb-lm's training reviews, one window a batch (no padding)."""
+    import torch
+
+    from eebench.tasks.lm import LMSettings, load_texts, token_windows
+    from eebench.train.exit_tuning import train_exits
+
+    settings = LMSettings(samples=cfg.tuning_samples, seed=cfg.data.seed,
+                          max_tokens=cfg.data.max_tokens)
+    texts, _ = load_texts(TUNING_TASK, "train", opts.data_dir, settings)
+    batches = [torch.tensor([w], device=device)
+               for w in token_windows(tokenizer, texts, cfg.data.max_tokens)]
+    torch.manual_seed(cfg.data.seed)
+    return train_exits(model, exits, batches, cfg.tuning_steps, lr=cfg.tuning_lr)
