@@ -51,3 +51,18 @@ def audited(run_dirs: Iterable[Path]) -> list[Path]:
     rev = since()
     dirs = sorted(run_dirs)
     return dirs if rev is None else [d for d in dirs if d in changed_since(rev)]
+
+
+def is_decoder(run_dir: Path) -> bool:
+    """Whether a committed run directory is a decoder run (`eebench decode`, its config says
+    `"kind": "decoder"`): tests/test_decoder_audit.py audits those, the encoder audits pass over
+    them."""
+    from eebench.score.collect import is_decoder_run
+
+    return is_decoder_run(run_dir)
+
+
+def decoder_runs() -> list[Path]:
+    """Every committed decoder run directory (narrowed as `audited` narrows)."""
+    return audited(p.parent for p in RESULTS.rglob("config.json") if is_decoder(p.parent))
+

@@ -21,11 +21,12 @@ from eebench.run.grid import expand
 from eebench.tasks.catalog import get_task
 from eebench.tasks.loaders import load_split
 from eebench.train.config import TrainConfig, hashed_train, run_config
-from tests.committed import audited
+from tests.committed import audited, is_decoder
 
 ROOT = Path(__file__).resolve().parent.parent
 RESULTS = ROOT / "benchmarks" / "results"
-COMMITTED = [d / "config.json" for d in audited(p.parent for p in RESULTS.glob("**/config.json"))]
+COMMITTED = [d / "config.json" for d in audited(p.parent for p in RESULTS.glob("**/config.json")
+                                                 if not is_decoder(p.parent))]
 runner = CliRunner()
 
 # Computed with the dataclass TrainConfig, before settings became pydantic models.

@@ -22,7 +22,7 @@ from eebench.run import artifacts as R
 from eebench.run.rederive import rederive
 from eebench.run.upgrade import upgrade
 from tests import tiny
-from tests.committed import audited
+from tests.committed import audited, is_decoder
 
 ROOT = Path(__file__).resolve().parent.parent
 RESULTS = ROOT / "benchmarks" / "results"
@@ -33,7 +33,8 @@ IN_PROGRESS: set[str] = set()
 # (tests/test_token_run.py).
 TOKEN_RUNS = ("ner-minilm", "ner-minilm-tokee", "ner-minilm-test")
 COMMITTED = sorted(p.parent for p in RESULTS.rglob(R.SUMMARY_FILE)
-                   if p.relative_to(RESULTS).parts[0] not in {*IN_PROGRESS, *TOKEN_RUNS})
+                   if p.relative_to(RESULTS).parts[0] not in {*IN_PROGRESS, *TOKEN_RUNS}
+                   and not is_decoder(p.parent))  # decoder runs: tests/test_decoder_audit.py
 AUDITED = audited(COMMITTED)  # all, or those changed since --audit-since
 
 runner = CliRunner()
@@ -160,7 +161,8 @@ def test_every_committed_benchmark_folder_is_checked_and_its_first_run_re_derive
     for d in COMMITTED:
         folders.setdefault(d.relative_to(RESULTS).parts[0], d)
     # a folder counts once a run in it has finished (a benchmark's first runs may be under way)
-    finished = {p.name for p in RESULTS.iterdir() if p.is_dir() and any(p.rglob(R.SUMMARY_FILE))}
+    finished = {p.name for p in RESULTS.iterdir() if p.is_dir() and any(
+        not is_decoder(s.parent) for s in p.rglob(R.SUMMARY_FILE))}
     assert set(folders) == finished - IN_PROGRESS - set(TOKEN_RUNS)
     assert any(R.read_run(d).config.split == "test" for d in COMMITTED)  # no labels stored
     for run_dir in folders.values():

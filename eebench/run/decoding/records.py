@@ -17,6 +17,7 @@ from pydantic import Field, model_validator
 from eebench.io import config_hash
 from eebench.models.decoder_exits import ExitSettings
 from eebench.run.records import Data
+from eebench.tasks.catalog import get_task
 from eebench.tasks.lm import LMSettings
 
 DECODE_CONFIG_SCHEMA_VERSION = 1
@@ -174,7 +175,7 @@ def decoder_point(cfg: DecodeConfig, main_metric: str, method: str, setting: dic
     """A point of `cfg`'s run, its main metric, MFLOPs and speed-up filled in."""
     return DecoderPoint(
         method=method, task=cfg.task, split=cfg.split,
-        decoding="greedy" if cfg.task == "humaneval-gen" else "teacher-forced",
+        decoding=get_task(cfg.task).decoding,
         setting=setting, n_samples=n_samples, n_tokens=n_tokens, num_layers=num_layers,
         metrics=metrics, main_metric=main_metric, main=metrics[main_metric],
         flops_convention=cfg.flops_convention, flops_per_token=float(flops_per_token),
