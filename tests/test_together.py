@@ -47,7 +47,7 @@ echo "after together" >> "$LOG"
             assert proc.poll() is None and time.monotonic() < deadline, "the workers did not start"
             time.sleep(0.1)
         proc.send_signal(sig)
-        assert proc.wait(timeout=60) == 143
+        assert proc.wait(timeout=240) == 143  # generous: a loaded machine is slow to reap
     finally:
         if proc.poll() is None:
             os.killpg(proc.pid, signal.SIGKILL)
