@@ -78,8 +78,9 @@ def _agree_tokens(report: Any, where: str, model: Any, enc: Any, sweeps: list) -
     every sweep value; on a stirred model of several exits, some value mixes the exits."""
     from eebench.data.batching import eval_batches
     from eebench.models.outputs import collect_token_logits
+    from eebench.models.units import TOKEN
     from eebench.rules.base import FixedRule
-    from eebench.rules.token_engine import compare_tokens, dynamic_token_inference
+    from eebench.rules.engine import compare, dynamic_inference
     from eebench.rules.tokens import SentenceEntropyRule, simulate_tokens
 
     out = collect_token_logits(model, enc, eval_batches(enc, 8, sort_by_length=True))
@@ -96,9 +97,9 @@ def _agree_tokens(report: Any, where: str, model: Any, enc: Any, sweeps: list) -
                 exits.add(tuple(sim.exit_index.tolist()))
                 for bs in BATCH_SIZES:
                     real = (_live_run(model, rule, enc, bs) if halts else
-                            dynamic_token_inference(model, rule, eval_batches(enc, bs),
-                                                    enc.lengths, enc.word_ids))
-                    got = compare_tokens(sim, real)
+                            dynamic_inference(model, rule, eval_batches(enc, bs), len(enc),
+                                              enc=enc))
+                    got = compare(sim, real, unit=TOKEN)
                     assert got.disagreements == 0, (
                         f"value {v:g}, batch size {bs}: {got.disagreements} of {got.compared} "
                         f"sentences disagree ({got.near_threshold} near the threshold)")
@@ -121,7 +122,7 @@ def _halting(model: Any, rule: Any, enc: Any, batch_size: int, live: bool) -> An
 
 def _live_run(model: Any, rule: Any, enc: Any, batch_size: int) -> Any:
     """A halting rule live (only live tokens computed), as a TokenRun."""
-    from eebench.rules.token_engine import TokenRun
+    from eebench.models.units import TokenRun
 
     dec = _halting(model, rule, enc, batch_size, live=True).decisions
     return TokenRun(dec.exit_index.numpy(),
