@@ -85,8 +85,9 @@ def minilm_backbone(minilm_path):
     gives, without reading the files again)."""
     import copy
 
-    from eebench.models.backbones import load_hf_model, resolve_pooling
+    from eebench.models.backbones import load_hf_model
     from eebench.models.build import assemble
+    from eebench.models.pooling import resolve_pooling
 
     hf = load_hf_model("minilm-l6")
 

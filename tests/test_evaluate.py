@@ -11,8 +11,8 @@ import torch
 from eebench.data.batching import collate, encode, eval_batches
 from eebench.methods import derived
 from eebench.methods.base import get_method
-from eebench.models.backbones import POOLINGS
 from eebench.models.outputs import collect_exit_logits
+from eebench.models.pooling import POOLINGS
 from eebench.rules.engine import compare, dynamic_batch, dynamic_inference, simulate
 from eebench.tasks.loaders import load_split
 from tests import tiny

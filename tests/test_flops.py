@@ -19,8 +19,8 @@ from eebench.measure.flops import (
     torch_flops,
 )
 from eebench.methods.base import METHODS, get_method
-from eebench.models.backbones import POOLINGS
 from eebench.models.build import assemble, build_model
+from eebench.models.pooling import POOLINGS
 from tests import tiny
 
 D, D_FF, C = 32, 64, 2  # tiny.tiny_model's hidden and intermediate sizes; 2 labels

@@ -13,15 +13,10 @@ from safetensors.torch import load_model, save_model
 
 from eebench.errors import EebenchError, UsageError
 from eebench.methods.base import get_method
-from eebench.models.backbones import (
-    POOLINGS,
-    default_pooling,
-    load_tokenizer,
-    resolve_backbone,
-    resolve_pooling,
-)
+from eebench.models.backbones import load_tokenizer, resolve_backbone
 from eebench.models.build import build_model
 from eebench.models.multi_exit import MultiExitModel, pool_tokens
+from eebench.models.pooling import POOLINGS, default_pooling, resolve_pooling
 from eebench.train.checkpoint import rebuild_model
 from tests.tiny import TEXT_METHODS, save_tiny_backbone, tiny_model, tokenizer
 

@@ -12,7 +12,7 @@ import pytest
 
 from eebench.data.batching import eval_batches
 from eebench.methods.base import get_method
-from eebench.models.backbones import POOLINGS
+from eebench.models.pooling import POOLINGS
 from eebench.models.units import SEQUENCE, TOKEN, UNITS, model_unit, unit_of
 from eebench.rules.engine import compare, dynamic_inference, simulate_pass
 from eebench.rules.tokens import SentenceEntropyRule

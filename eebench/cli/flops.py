@@ -31,8 +31,9 @@ def _config(name: str):
 def _pooling(name: str, pooling: str | None) -> str:
     """The heads' pooling: the user's, else the backbone's own (a shape that is no registered
     backbone pools [CLS], as the released base checkpoints were pretrained to)."""
-    from eebench.models.backbones import BACKBONES, check_pooling, resolve_pooling
+    from eebench.models.backbones import BACKBONES
     from eebench.models.families import SHAPES
+    from eebench.models.pooling import check_pooling, resolve_pooling
 
     if pooling is None and name in SHAPES and name not in BACKBONES:
         return "cls"

@@ -128,7 +128,7 @@ def train_command(
     """Fine-tune an early-exit method on a task; rerun the same command to resume."""
     from eebench.methods.base import get_method
     from eebench.methods.derived import check_task
-    from eebench.models.backbones import resolve_pooling
+    from eebench.models.pooling import resolve_pooling
     from eebench.run.config import BenchConfig, merge
     from eebench.tasks.catalog import get_task
     from eebench.train import distributed

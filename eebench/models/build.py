@@ -11,8 +11,9 @@ import torch
 from torch import nn
 
 from eebench.errors import UsageError, one_line
-from eebench.models.backbones import encoder_parts, load_hf_model, resolve_pooling
+from eebench.models.backbones import encoder_parts, load_hf_model
 from eebench.models.multi_exit import ExitHeads, ExitPooler, HeadBuilder, MultiExitModel
+from eebench.models.pooling import resolve_pooling
 
 ATTN_IMPLEMENTATIONS = ("eager", "sdpa")  # eager: what the FLOP counter traces; sdpa: faster
 

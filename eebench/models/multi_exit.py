@@ -25,7 +25,7 @@ zero attention weight, so padding never changes a sample's logits.
 Every exit head pools the same way, `pooling`: the [CLS] state ("cls", BERT's pretraining) or the
 mean over real tokens ("mean", sentence-transformers' pretraining; padding excluded through the
 2-D 0/1 attention mask, which is why `head` takes it). It is part of the structure: recorded in
-`model_config()` and chosen per backbone by default (eebench.models.backbones.default_pooling).
+`model_config()` and chosen per backbone by default (eebench.models.pooling.default_pooling).
 
 The model's exit unit, `unit`, is what its heads classify: "sequence" (pooled heads, logits
 [B, C] per exit) or "token" (token heads, eebench.models.token_heads: logits [B, T, C] per exit,
@@ -44,11 +44,9 @@ from typing import Any, Protocol
 import torch
 from torch import nn
 
-from eebench.models.backbones import (
-    check_pooling,
-)
 from eebench.models.exits import LayerWalk
 from eebench.models.families import MASK, Family, LayerInputs, family_of, head_dropout
+from eebench.models.pooling import check_pooling
 from eebench.models.token_heads import SEQUENCE, head_unit, new_classifier
 
 MODEL_CONFIG_VERSION = 2  # 2: records the heads' pooling (version 1 pooled [CLS])

@@ -205,7 +205,7 @@ def run_config_for(config: BenchConfig, method: str, task: str, seed: int,
     settings checked; the pooling resolved (None: the way the backbone was pretrained to
     pool)."""
     from eebench.measure.flops import CONVENTIONS
-    from eebench.models.backbones import resolve_pooling
+    from eebench.models.pooling import resolve_pooling
     from eebench.run.names import backbone_layers
 
     spec = get_task(task)

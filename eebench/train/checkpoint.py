@@ -301,8 +301,8 @@ def rebuild_model(cfg: dict[str, Any]) -> Any:
     from transformers import AutoConfig, AutoModel
 
     from eebench.methods.base import get_method
-    from eebench.models.backbones import POOLINGS
     from eebench.models.build import assemble, check_attn
+    from eebench.models.pooling import POOLINGS
 
     try:
         backbone = dict(cfg["backbone_config"])

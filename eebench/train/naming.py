@@ -62,7 +62,7 @@ def name_checkpoint(method: EarlyExitMethod, task_spec: TaskSpec, backbone: str,
                     pooling: str | None = None) -> NamedCheckpoint:
     """The checkpoint `train` would write (or resume, or return finished) for these arguments;
     nothing is read or trained."""
-    from eebench.models.backbones import resolve_pooling
+    from eebench.models.pooling import resolve_pooling
 
     pooling = resolve_pooling(backbone, pooling)
     cfg = cfg.with_precision()  # "auto" resolved before the checkpoint is named
