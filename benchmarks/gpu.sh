@@ -13,6 +13,8 @@
 #   serve_replay    a short serving replay (DeeBERT and PABEE, two loads, three schedulers)
 #   train_step      a training step in fp32 and in the precision `auto` picks (bf16 on CUDA)
 #   cuda_graphs     CUDA graphs against eager for the bs-1 per-layer path (CUDA only)
+#   decoder         the decoder track: SmolLM2-135M on humaneval-gen, every method, real decoding
+#                   checked against the simulation, timed beside transformers' assistant_early_exit
 #
 # --device cuda (default) runs the figures' sizes: MiniLM-L6 fine-tuned on 2,000 SST-2 examples,
 # the whole dev set; under ten minutes on one GPU; outputs under benchmarks/results/gpu/.
@@ -76,6 +78,9 @@ if [ "$DEVICE" = cpu ]; then
   TRAIN=(--model "$MODEL" --threads 1 --settings fp32,auto --batches random --steps 2 --warmup 1
          --batch-size 8)
   GRAPHS=(--model "$MODEL")
+  DECODER_MODEL=$OUT/tiny-decoder
+  DECODER=(--model "$DECODER_MODEL" --exits 1,2,3 --samples 2 --new-tokens 8 --timing
+           --timing-prompts 1 --timing-repeats 1)
 else
   # The figures' sizes: what docs/benchmarks.md reports for the CPU, now on the GPU.
   MODEL=minilm-l6
@@ -87,10 +92,12 @@ else
   SERVE=(--requests 400 --max-batch 32)
   TRAIN=(--settings loop,fp32,auto)
   GRAPHS=()
+  DECODER=(--model smollm2-135m --exits 6,12,18,24 --samples 8 --new-tokens 32 --timing)
 fi
 
 SUMMARY=$OUT/summary.txt
-STEPS=(setup cuda_tests timing sweep_vs_rerun dynamic_speedup serve_replay train_step cuda_graphs)
+STEPS=(setup cuda_tests timing sweep_vs_rerun dynamic_speedup serve_replay train_step cuda_graphs
+       decoder)
 N=0
 FAILED=()
 now_ms() { echo $(($(date +%s%N) / 1000000)); }
@@ -173,6 +180,16 @@ serve_replay() {
   "$PY" benchmarks/serve_replay.py "$OUT/serve_replay"
 }
 
+decoder() {
+  if [ "$DEVICE" = cpu ]; then  # a tiny random Llama with a byte tokenizer, written offline
+    "$PY" -c 'import sys; from eebench.models.decoders import tiny_decoder_dir; tiny_decoder_dir(sys.argv[1])' "$DECODER_MODEL"
+  fi
+  "$PY" -m eebench decode "${DECODER[@]}" --task humaneval-gen --device "$DEVICE" \
+    --data-dir "$DATA_DIR" --out "$OUT/decoder"
+  "$PY" -m eebench decode "${DECODER[@]}" --task humaneval-gen --device "$DEVICE" \
+    --data-dir "$DATA_DIR" --out "$OUT/decoder" --json >"$OUT/decoder.json"
+}
+
 step setup setup
 if [ ${#FAILED[@]} -ne 0 ]; then  # nothing else can run
   cat "$SUMMARY"
@@ -189,6 +206,7 @@ step train_step "$PY" benchmarks/train_step.py --data-dir "$DATA_DIR" --device "
   "${TRAIN[@]}"
 step cuda_graphs "$PY" benchmarks/gpu_cuda_graphs.py --device "$DEVICE" "${GRAPHS[@]}" \
   --json "$OUT/cuda_graphs.json"
+step decoder decoder
 
 total=$(($(now_ms) - SUITE_T0))
 printf '%-16s %-8s %d.%d\n' total "$([ ${#FAILED[@]} -eq 0 ] && echo ok || echo failed)" \

@@ -14,7 +14,7 @@ import torch
 REPO = Path(__file__).resolve().parents[1]
 SUITE = REPO / "benchmarks" / "gpu.sh"
 STEPS = ["setup", "cuda_tests", "timing", "sweep_vs_rerun", "dynamic_speedup", "serve_replay",
-         "train_step", "cuda_graphs"]
+         "train_step", "cuda_graphs", "decoder"]
 
 
 def suite(*args: str, timeout: float = 900) -> subprocess.CompletedProcess:
@@ -40,7 +40,7 @@ def test_the_suite_refuses_bad_arguments(args, message):
     assert proc.returncode == 2 and message in proc.stderr
 
 
-@pytest.mark.slow  # about a minute on two loaded cores: eight steps, each its own interpreter
+@pytest.mark.slow  # about a minute on two loaded cores: nine steps, each its own interpreter
 def test_the_gpu_suite_passes_on_cpu_as_a_smoke_test(data_dir, minilm_path, tmp_path):
     out = tmp_path / "gpu"
     proc = suite("--device", "cpu", "--data-dir", str(data_dir), "--out", str(out))
@@ -69,3 +69,7 @@ def test_the_gpu_suite_passes_on_cpu_as_a_smoke_test(data_dir, minilm_path, tmp_
         assert all(r["disagreements"] == r["near_threshold"] for r in serving["results"])
     assert (out / "serve_replay" / "table.md").is_file() and (out / "env.json").is_file()
     assert "same decisions: 240 / 240" in (out / "sweep_vs_rerun.log").read_text()
+    # the decoder track: every self-spec point checked by real decoding agrees, and it was timed
+    decoded = json.loads((out / "decoder.json").read_text())
+    assert decoded["skipped"] and decoded["summary"]["all_checks_agree"] is True
+    assert any(p["timing"] and p["peer_timing"] for p in decoded["points"])
