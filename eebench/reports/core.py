@@ -104,9 +104,10 @@ class _Counts(string.Formatter):
 
 
 def page(template: str, **values) -> str:
-    """`template` with each paragraph on one line, then filled in (`{n:~run}`: "1 run", "6
-    runs")."""
-    text = "\n\n".join(" ".join(p.splitlines()) for p in template.split("\n\n"))
+    """`template` with each paragraph on one line (a Markdown table, whose lines begin with "|",
+    kept as it is), then filled in (`{n:~run}`: "1 run", "6 runs")."""
+    text = "\n\n".join(p if p.startswith("|") else " ".join(p.splitlines())
+                         for p in template.split("\n\n"))
     return _Counts().vformat(text, (), values)
 
 
