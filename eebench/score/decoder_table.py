@@ -31,7 +31,7 @@ from pathlib import Path
 from typing import Any
 
 from eebench.errors import DataError
-from eebench.run.decoding import DecodeRun, DecoderPoint, read_decoder_run
+from eebench.run.decoding import DecoderPoint, DecodeRun, read_decoder_run
 from eebench.score.table import METRIC_PREFIX
 
 # the settings that make each method's sweep, in order (the others go into the label)
