@@ -179,7 +179,18 @@ def plot(runs: Runs, out: str | Path, reference: str | Path | ReferenceCurves | 
     matplotlib.use("Agg")
     from eebench.plot import plan_figures, write_figures
 
-    planned = plan_figures(_loaded(runs), _reference(reference), log_flops=log_flops)
+    encoders, decoders = _split(runs)
+    if decoders:  # per task: main metric vs MFLOPs per token (eebench.plot.decoder)
+        from eebench.plot.decoder import plan_decoder_figures
+        from eebench.score.decoder_table import load_decoder_runs
+
+        _no_reference(reference, "reference")
+        planned = plan_decoder_figures(load_decoder_runs(decoders), log_flops=log_flops)
+    else:
+        from eebench.score import load_run
+
+        planned = plan_figures([load_run(p) for p in encoders], _reference(reference),
+                               log_flops=log_flops)
     return write_figures(planned, Path(out), fmt)
 
 
