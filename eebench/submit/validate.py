@@ -348,9 +348,13 @@ def validate_data(data: object, references: References | None = None) -> Submiss
         if data["kind"] != "decoder":
             raise DataError(f"kind {one_line(repr(data['kind']), 40, cut='...')} is not a "
                             "submission kind", hint="\"decoder\", or no kind (an encoder file)")
-        from eebench.submit.decoder import check_decoder_submission, parse_decoder_submission
+        from eebench.submit.decoder_check import check_decoder_submission
+        from eebench.submit.schema import DecoderSubmission
 
-        decoder = parse_decoder_submission(data)
+        try:
+            decoder = DecoderSubmission.model_validate(data)
+        except ValidationError as e:
+            raise DataError(schema_error(e)) from None
         check_decoder_submission(decoder)
         return decoder  # type: ignore[return-value]
     sub = parse_submission(data)
