@@ -52,10 +52,27 @@ def _within(value: object, kind: type, low: float, high: float) -> bool:
         math.isfinite(value) and low <= value <= high
 
 
+def _inputs(runs: Runs) -> list[str | Path]:
+    return [runs] if isinstance(runs, str | Path) else list(runs)
+
+
 def _loaded(runs: Runs) -> list:
     from eebench.score import load_runs
 
-    return load_runs([runs] if isinstance(runs, str | Path) else list(runs))
+    return load_runs(_inputs(runs))
+
+
+def _split(runs: Runs) -> tuple[list[Path], list[Path]]:
+    """(encoder run directories, decoder run directories); both at once refused."""
+    from eebench.score.collect import split_run_dirs
+
+    return split_run_dirs(_inputs(runs))
+
+
+def _no_reference(reference: object, what: str) -> None:
+    if reference is not None:
+        raise UsageError(f"{what}: decoder runs are scored against their own static "
+                         "truncation, not a reference file", hint="leave out --reference")
 
 
 def _reference(reference: str | Path | ReferenceCurves | None) -> ReferenceCurves | None:
@@ -67,10 +84,16 @@ def _reference(reference: str | Path | ReferenceCurves | None) -> ReferenceCurve
 
 
 def results(runs: Runs) -> pd.DataFrame:
-    """The results table: a row per operating point per run (columns: eebench.score.table)."""
-    from eebench.score import raw_points, results_frame, run_records
+    """The results table: a row per operating point per run (columns: eebench.score.table);
+    decoder runs' rows count FLOPs per token (eebench.score.decoder_table)."""
+    from eebench.score import load_run, raw_points, results_frame, run_records
 
-    return results_frame(run_records(raw_points(_loaded(runs))))
+    encoders, decoders = _split(runs)
+    if decoders:
+        from eebench.score.decoder_table import decoder_frame, load_decoder_runs
+
+        return decoder_frame(load_decoder_runs(decoders))
+    return results_frame(run_records(raw_points([load_run(p) for p in encoders])))
 
 
 def reference(runs: Runs, name: str | None = None, out: str | Path | None = None
@@ -100,8 +123,13 @@ def score(runs: Runs, reference: str | Path | ReferenceCurves | None = None,
     from eebench.score.sections import score_sections
 
     check_score_options(extrapolate, compare, n_resamples, seed, budgets)
+    encoders, decoders = _split(runs)
+    if decoders:
+        _no_reference(reference, "--reference")
+        return _score_decoders(decoders, extrapolate, compare, n_resamples, seed, budgets,
+                               on_loaded)
     ref = _reference(reference)
-    loaded = _loaded(runs)
+    loaded = [eebench.score.load_run(p) for p in encoders]
     if on_loaded is not None:
         on_loaded(len(loaded))
     fill_quality(loaded)  # from the stored arrays, for runs written without them
@@ -114,6 +142,35 @@ def score(runs: Runs, reference: str | Path | ReferenceCurves | None = None,
     return report
 
 
+def _score_decoders(paths: list[Path], extrapolate: str, compare: tuple[str, str] | None,
+                    n_resamples: int, seed: int, budgets: Sequence[float] | None,
+                    on_loaded: Callable[[int], None] | None) -> ScoreReport:
+    """`score` of decoder runs: fronts per task, ELUE-style scores against each run's own
+    static truncation, budgets, and a paired bootstrap over samples (eebench.score.decoder)."""
+    from eebench.score.decoder import (
+        FULL_BUDGETS,
+        budget_table,
+        compare_decoder,
+        elue_by_seed,
+        score_decoder,
+    )
+    from eebench.score.decoder_table import load_decoder_runs
+    from eebench.score.sections import ScoreSections
+
+    loaded = load_decoder_runs(paths)
+    if on_loaded is not None:
+        on_loaded(len(loaded))
+    scored = score_decoder(loaded, extrapolate)
+    percents = list(budgets) if budgets else list(FULL_BUDGETS)
+    scored.report.sections = ScoreSections(
+        by_seed=elue_by_seed(loaded, extrapolate),
+        comparisons=compare_decoder(loaded, scored.points, compare[0], compare[1],
+                                    n_resamples=n_resamples, seed=seed) if compare else [],
+        run_quality=[], budgets=budget_table(scored.frame, scored.points, percents),
+        percents=percents, buckets={})
+    return scored.report
+
+
 def plot(runs: Runs, out: str | Path, reference: str | Path | ReferenceCurves | None = None,
          fmt: str = "png", log_flops: bool = False) -> list[Path]:
     """The figures of `eebench plot` (one file each, and index.md) written to `out`."""
@@ -122,7 +179,18 @@ def plot(runs: Runs, out: str | Path, reference: str | Path | ReferenceCurves | 
     matplotlib.use("Agg")
     from eebench.plot import plan_figures, write_figures
 
-    planned = plan_figures(_loaded(runs), _reference(reference), log_flops=log_flops)
+    encoders, decoders = _split(runs)
+    if decoders:  # per task: main metric vs MFLOPs per token (eebench.plot.decoder)
+        from eebench.plot.decoder import plan_decoder_figures
+        from eebench.score.decoder_table import load_decoder_runs
+
+        _no_reference(reference, "reference")
+        planned = plan_decoder_figures(load_decoder_runs(decoders), log_flops=log_flops)
+    else:
+        from eebench.score import load_run
+
+        planned = plan_figures([load_run(p) for p in encoders], _reference(reference),
+                               log_flops=log_flops)
     return write_figures(planned, Path(out), fmt)
 
 

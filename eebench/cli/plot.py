@@ -49,11 +49,23 @@ def plot_command(
 
     matplotlib.use("Agg")
     from eebench.plot import INDEX_FILE, plan_figures, write_figures
-    from eebench.score import load_reference, load_runs
+    from eebench.score import load_reference, load_run
+    from eebench.score.collect import split_run_dirs
 
-    ref = load_reference(reference) if reference is not None else None
-    loaded = load_runs(runs)
-    planned = plan_figures(loaded, ref, log_flops=log_flops)
+    encoders, decoders = split_run_dirs(runs)
+    if decoders:  # main metric vs MFLOPs per token, against the runs' own static truncation
+        from eebench.plot.decoder import plan_decoder_figures
+        from eebench.score.decoder_table import load_decoder_runs
+
+        if reference is not None:
+            raise UsageError("--reference: decoder runs are drawn against their own static "
+                             "truncation, not a reference file", hint="leave out --reference")
+        loaded = load_decoder_runs(decoders)
+        planned = plan_decoder_figures(loaded, log_flops=log_flops)
+    else:
+        ref = load_reference(reference) if reference is not None else None
+        loaded = [load_run(p) for p in encoders]
+        planned = plan_figures(loaded, ref, log_flops=log_flops)
     with progress(transient=True, disable=not err_console.is_terminal) as bar:
         task = bar.add_task("plot", total=len(planned), info="")
         paths = write_figures(planned, out, fmt,

@@ -168,6 +168,8 @@ def _print_quality(console: Console, report, run_quality, budget_rows, percents,
     for (task, label), by_pct in cells.items():
         _row(table, task, label, *(by_pct.get(float(pct), "-") for pct in percents))
     console.print(table)
+    if not buckets:  # decoder runs record no parameter counts
+        return
     table = Table(title="ELUE parameter buckets")
     for name in ("method", "parameters (M)", "bucket"):
         table.add_column(name)
@@ -184,6 +186,11 @@ def _elue_cell(value: float | None, per_seed: dict[int, float]) -> str:
     if text != "-" and len(per_seed) > 1:
         text += f" ± {sample_std(list(per_seed.values())):.2f}"
     return text
+
+
+def _mflops_head(report) -> str:
+    """The FLOPs column's head: MFLOPs (per sample), or MFLOPs/token (decoder runs)."""
+    return "MFLOPs" if report.flops_unit.endswith("sample") else "MFLOPs/token"
 
 
 def _print_report(console: Console, report, n_runs: int, by_seed: dict) -> None:
@@ -217,7 +224,7 @@ def _print_report(console: Console, report, n_runs: int, by_seed: dict) -> None:
         console.print(table)
     for t in report.tasks.values():
         front = Table(title=f"Pareto front: {t.task} ({t.main_metric}, {t.split})")
-        for name in ("method", "sweep", "MFLOPs", t.main_metric, "seeds"):
+        for name in ("method", "sweep", _mflops_head(report), t.main_metric, "seeds"):
             front.add_column(name, justify="left" if name in ("method", "sweep") else "right")
         if report.reference is not None:
             front.add_column("ELUE Δ", justify="right")
@@ -232,8 +239,8 @@ def _print_report(console: Console, report, n_runs: int, by_seed: dict) -> None:
         ref = t.hv_ref
         front.caption = (
             f"{len(rows)} of {len(t.points)} points on the front; hypervolume {t.hypervolume:.3f}, "
-            f"AUC {t.auc:.3f} from ({ref.flops / 1e6:.1f} MFLOPs: {ref.flops_source}, "
-            f"{ref.metric:.2f}: {ref.metric_source})"
+            f"AUC {t.auc:.3f} from ({ref.flops / 1e6:.1f} {report.flops_unit}: "
+            f"{ref.flops_source}, {ref.metric:.2f}: {ref.metric_source})"
         )
         console.print(front)
     n_points = sum(len(t.points) for t in report.tasks.values())

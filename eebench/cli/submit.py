@@ -67,9 +67,14 @@ def submit_command(
 
     It holds every operating point, hashes of the data files and per-sample predictions, the
     hardware and software versions, and the ELUE score when a reference is given."""
+    from eebench.score.collect import split_run_dirs
     from eebench.submit.build import build_submission, write_submission
 
     out_file(out, "the submission", example="submission.json")
+    _, decoders = split_run_dirs(runs)
+    if decoders:  # every method of the runs, FLOPs per token (eebench.submit.decoder)
+        _decoder_submit(decoders, out, reference, name, json_out)
+        return
     sub = build_submission(runs, data_dir=resolve_data_dir(data_dir), reference=reference,
                            name=name, extrapolate=extrapolate.value)
     write_submission(sub, out)
@@ -77,6 +82,26 @@ def submit_command(
     score = f", ELUE {sub.elue.overall:+.2f}" if sub.elue is not None else ""
     err_console.print(f"wrote {out}: {sub.name} ({sub.model.name}, {sub.method.name}), "
                       f"{len(sub.tasks)} tasks, {n_runs} runs{score}", soft_wrap=True)
+    if json_out:
+        print_json(sub.model_dump(mode="json"))
+
+
+def _decoder_submit(runs: list[Path], out: Path, reference: Path | None, name: str | None,
+                    json_out: bool) -> None:
+    from eebench.errors import UsageError
+    from eebench.submit.build import write_submission
+    from eebench.submit.decoder import build_decoder_submission
+
+    if reference is not None:
+        raise UsageError("--reference: decoder runs are scored against their own static "
+                         "truncation, not a reference file", hint="leave out --reference")
+    sub = build_decoder_submission(runs, name)
+    write_submission(sub, out)  # type: ignore[arg-type]
+    n_runs = sum(len(t.runs) for t in sub.tasks.values())
+    methods = sorted({p.method for t in sub.tasks.values() for r in t.runs for p in r.points})
+    err_console.print(f"wrote {out}: {sub.name} ({sub.model.name}, decoder: "
+                      f"{', '.join(methods)}), {len(sub.tasks)} tasks, {n_runs} runs",
+                      soft_wrap=True)
     if json_out:
         print_json(sub.model_dump(mode="json"))
 

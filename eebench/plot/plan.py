@@ -205,7 +205,7 @@ def index_markdown(planned: Sequence[PlannedFigure], fmt: str) -> str:
     """index.md: every figure as a link with its one-line caption, grouped by task."""
     lines = ["# Figures", "",
              "Made by `eebench plot`. Metrics in percent (correlations ×100), FLOPs in MFLOPs "
-             "per sample.", ""]
+             "per sample (per token for decoder runs).", ""]
     for task in dict.fromkeys(f.task for f in planned):
         lines += [f"## {task_title(task)}", ""]
         lines += [f"- [{f.name}.{fmt}]({f.name}.{fmt}): {f.caption}"

@@ -130,8 +130,10 @@ class RawPoint:
     label: str  # the method as shown in tables: its name, or model/method when models differ
 
 
-def find_run_dirs(inputs: Sequence[str | Path]) -> list[Path]:
-    """Every run directory named by `inputs` (directories, parents, globs), sorted, no repeats."""
+def find_run_dirs(inputs: Sequence[str | Path], decoders: bool = False) -> list[Path]:
+    """Every run directory named by `inputs` (directories, parents, globs), sorted, no repeats;
+    with `decoders`, the decoder runs below a parent too (eebench.score.decoder_table reads
+    them: `is_decoder_run` tells them apart)."""
     found: set[Path] = set()
     for item in inputs:
         text = str(item)
@@ -142,11 +144,11 @@ def find_run_dirs(inputs: Sequence[str | Path]) -> list[Path]:
         else:
             matches = [Path(text)]
         for path in matches:
-            found.update(_runs_under(path))
+            found.update(_runs_under(path, decoders))
     return sorted(found)
 
 
-def _runs_under(path: Path) -> list[Path]:
+def _runs_under(path: Path, decoders: bool = False) -> list[Path]:
     if not path.exists():
         raise DataError(f"{path}: no such file or directory")
     if path.is_file():
@@ -155,19 +157,19 @@ def _runs_under(path: Path) -> list[Path]:
         raise DataError(f"{path}: not a run directory (expected a directory holding {POINTS_FILE})")
     if (path / CONFIG_FILE).is_file():  # a run named itself: read (and refused) as it is
         return [path]
-    runs = run_dirs_under(path)
+    runs = run_dirs_under(path, decoders)
     if not runs:
         raise DataError(f"{path}: no run directories in it (no {POINTS_FILE} found)")
     return runs
 
 
-def run_dirs_under(folder: Path) -> list[Path]:
+def run_dirs_under(folder: Path, decoders: bool = False) -> list[Path]:
     """The run directories below `folder` that hold results (RESULT_FILES), sorted: finished
     ones, and unfinished ones for load_run to refuse. A summary without its points is found too,
-    so that deleting points.jsonl cannot hide a run. Decoder runs (`eebench decode`) are not
-    results of this table yet and are passed over."""
+    so that deleting points.jsonl cannot hide a run. Decoder runs (`eebench decode`) are passed
+    over unless `decoders` (they are scored apart: eebench.score.decoder)."""
     found = {p.parent for name in RESULT_FILES for p in Path(folder).rglob(name)}
-    return sorted(p for p in found if not is_decoder_run(p))
+    return sorted(p for p in found if decoders or not is_decoder_run(p))
 
 
 def is_decoder_run(path: Path) -> bool:
@@ -189,8 +191,7 @@ def load_run(path: Path) -> Run:
         raise DataError(f"{config_path}: missing (every run directory holds its config)")
     if is_decoder_run(path):
         raise DataError(f"{path}: a decoder run (eebench decode): not scored with encoder runs",
-                        hint="its points are in points.jsonl; `eebench decode --json` prints "
-                             "them")
+                        hint="score, plot or submit decoder runs apart from encoder runs")
     files = verify_run(path)  # today's schemas, whatever version wrote the run
     config, points = files.config, files.points
     if not points:
@@ -209,6 +210,21 @@ def load_run(path: Path) -> Run:
 
 def load_runs(inputs: Sequence[str | Path]) -> list[Run]:
     return [load_run(p) for p in find_run_dirs(inputs)]
+
+
+def split_run_dirs(inputs: Sequence[str | Path]) -> tuple[list[Path], list[Path]]:
+    """The run directories `inputs` name, as (encoder runs, decoder runs); both kinds at once
+    are refused in one line (FLOPs per sample and per token are not one axis)."""
+    from eebench.errors import UsageError
+
+    found = find_run_dirs(inputs, decoders=True)
+    decoders = [p for p in found if is_decoder_run(p)]
+    encoders = [p for p in found if p not in set(decoders)]
+    if encoders and decoders:
+        raise UsageError(f"encoder runs ({encoders[0]}) and decoder runs ({decoders[0]}) given "
+                         "together: FLOPs per sample and per token are not one axis",
+                         hint="score, plot or submit them in separate calls")
+    return encoders, decoders
 
 
 def raw_points(runs: Iterable[Run]) -> list[RawPoint]:

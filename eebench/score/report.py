@@ -125,6 +125,8 @@ class ScoreReport:
     # per-seed ELUE, comparisons, quality, budgets, parameter buckets (eebench.score.sections),
     # where computed: `eebench score` and eebench.api.score compute them
     sections: Any = None
+    # what the FLOPs are counted over: a sample, or a token (decoder runs)
+    flops_unit: str = "MFLOPs per sample"
 
     @property
     def elue(self) -> dict[str, dict[str, float]]:
@@ -250,7 +252,7 @@ def _report_dict(r: ScoreReport) -> dict:
     elue = r.elue
     return {
         "schema_version": REPORT_SCHEMA_VERSION,
-        "units": {"metric": "percent", "flops": "MFLOPs per sample"},
+        "units": {"metric": "percent", "flops": r.flops_unit},
         "extrapolate": r.extrapolate if r.reference is not None else None,
         "reference": None if r.reference is None else {
             "name": r.reference.name, "model": r.reference.model,

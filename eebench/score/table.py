@@ -8,8 +8,11 @@ records:
 
     results_frame(run_records(raw_points(runs)))      # run directories
     results_frame(submission_records(submission))     # a leaderboard submission
+    results_frame(decoder_records(runs))              # decoder runs (eebench.score.decoder_table)
 
-Columns, in this order (metrics in percent, FLOPs per sample):
+Columns, in this order (metrics in percent, FLOPs per sample; a decoder run's rows count FLOPs
+per generated or predicted token and leave empty what a decoder does not record, see
+eebench.score.decoder_table):
 
 - model, pooling       the backbone and how its exit heads pool the tokens ("cls" or "mean")
 - method               the method's registered name
@@ -27,6 +30,7 @@ Columns, in this order (metrics in percent, FLOPs per sample):
 - avg_exit_layer       mean exit layer (1-based)
 - speedup              num_layers / avg_exit_layer
 - params_total, params_mean_used   parameters of the model; touched per sample, averaged
+                       (params_total is nullable, Int64, when a decoder row leaves it empty)
 - latency_bs1_ms, latency_bs32_ms  real dynamic inference at batch size 1 and 32: the median
                        (p50) time per batch in ms; empty where not timed
 - disagreements        samples where real dynamic inference decided otherwise than the
@@ -79,8 +83,11 @@ def results_frame(records: Iterable[Mapping[str, Any]]) -> pd.DataFrame:
     rows = list(records)
     metrics = sorted({key for r in rows for key in r if key.startswith(METRIC_PREFIX)})
     columns = [*HEAD, *metrics, *TAIL]
-    frame = pd.DataFrame.from_records(rows, columns=columns).astype(
-        {**DTYPES, **dict.fromkeys(metrics, "float64")})
+    frame = pd.DataFrame.from_records(rows, columns=columns)
+    dtypes = {**DTYPES, **dict.fromkeys(metrics, "float64")}
+    if frame["params_total"].isna().any():  # decoder rows record no parameters
+        dtypes["params_total"] = "Int64"
+    frame = frame.astype(dtypes)
     frame["mflops"] = frame["mean_flops"] / 1e6
     return frame
 

@@ -287,6 +287,9 @@ def build_site(submissions_dir: Path, out_dir: Path,
                references: References | None = None) -> Site:
     """Validate every *.json in `submissions_dir` (check_dir) and write `out_dir/index.html`."""
     verdicts = check_dir(submissions_dir, references)
+    verdicts = [v if getattr(v.submission, "kind", None) != "decoder" else
+                Verdict(v.path, None, "a decoder submission: the page shows encoder submissions")
+                for v in verdicts]
     accepted = [v for v in verdicts if v.ok]
     rejected = [v for v in verdicts if not v.ok]
     index = Path(out_dir) / "index.html"

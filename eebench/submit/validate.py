@@ -342,7 +342,21 @@ def check_submission(sub: Submission) -> None:
 # ---------------------------------------------------------------------------------- entry points
 def validate_data(data: object, references: References | None = None) -> Submission:
     """Everything of already parsed JSON, the ELUE score recomputed against `references` (none:
-    the leaderboard's curves shipped with eebench); DataError with the first problem."""
+    the leaderboard's curves shipped with eebench); DataError with the first problem. A decoder
+    submission (`"kind": "decoder"`) is checked by eebench.submit.decoder instead."""
+    if isinstance(data, dict) and "kind" in data:
+        if data["kind"] != "decoder":
+            raise DataError(f"kind {one_line(repr(data['kind']), 40, cut='...')} is not a "
+                            "submission kind", hint="\"decoder\", or no kind (an encoder file)")
+        from eebench.submit.decoder_check import check_decoder_submission
+        from eebench.submit.schema import DecoderSubmission
+
+        try:
+            decoder = DecoderSubmission.model_validate(data)
+        except ValidationError as e:
+            raise DataError(schema_error(e)) from None
+        check_decoder_submission(decoder)
+        return decoder  # type: ignore[return-value]
     sub = parse_submission(data)
     check_submission(sub)
     check_elue(sub, references if references is not None else default_references(None))
@@ -362,6 +376,6 @@ def validate_file(path: Path, max_bytes: int = MAX_BYTES,
         sub = validate_data(data, references)
     except DataError as e:
         return Verdict(path, None, one_line(str(e), 300, cut="...", escaped=True))
-    used = None if sub.elue is None else references.find(sub.elue.reference,
-                                                         sub.elue.reference_sha256)
+    elue = getattr(sub, "elue", None)  # a decoder submission has none
+    used = None if elue is None else references.find(elue.reference, elue.reference_sha256)
     return Verdict(path, sub, None, used)

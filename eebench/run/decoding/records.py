@@ -135,6 +135,9 @@ class DecoderPoint(Data):
     timing: DecodeTiming | None = None
     # self-spec: transformers' `assistant_early_exit` at the same k and d, timed beside it
     peer_timing: DecodeTiming | None = None
+    # the main metric of each sample, in the summary's sample order (a paired bootstrap
+    # compares two points sample by sample); None: not recorded
+    sample_main: list[float] | None = None
 
     @model_validator(mode="after")
     def _consistent(self) -> DecoderPoint:
