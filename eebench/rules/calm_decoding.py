@@ -13,12 +13,13 @@ an oracle cache instead: the full model's states everywhere).
 Each position's walk up the layers is the one dynamic loop (eebench.rules.engine.exit_loop) over
 a `DecoderWalk`, the exit protocol's walk for the generated-token unit (eebench.models.units):
 
-    walk.step(j, emit)     run on to exit j (exit layer j; the last exit: layer L, read by the
-                           model's own norm and LM head); its logits [1, V] and, at an exit head,
-                           its signals (argmax, maxprob, margin: what CALM's rule reads)
-    walk.fill_skipped(rows) the unit's `carry` when the rule says exit: the layers above get the
-                           token's keys and values from its state at the exit (`halt`)
-    walk.keep(rows)        batch size 1: nothing to cut
+    walk.step(j, emit)        run on to exit j (exit layer j; the last exit: layer L, read by
+                              the model's own norm and LM head); its logits [1, V] and, at an
+                              exit head, its signals (argmax, maxprob, margin: what CALM's rule
+                              reads)
+    walk.fill_skipped(rows)   the unit's `carry` when the rule says exit: the layers above get
+                              the token's keys and values from its state at the exit (`halt`)
+    walk.keep(rows)           batch size 1: nothing to cut
 
 built from these steps, also used on their own:
 
