@@ -362,8 +362,9 @@ def test_cli_lists_the_rules_and_what_each_needs():
     builtin = set(RULES.builtin())  # a plugin's rules are listed too
     assert builtin <= set(rows) and builtin == {
         "entropy", "normalized-entropy", "maxprob", "calibrated-maxprob", "patience",
-        "confident-patience", "learned", "mean-entropy", "sentee", "tokee"}
+        "confident-patience", "learned", "mean-entropy", "sentee", "tokee", "calm"}
     assert {n for n in rows if rows[n]["unit"] == "token"} == {"mean-entropy", "sentee", "tokee"}
+    assert {n for n in rows if rows[n]["unit"] == "generated"} == {"calm"}
     # DeeBERT's token model exits on the mean entropy (the survey's); the token methods' own
     assert {n: rows[n]["default_for"] for n in ("mean-entropy", "sentee", "tokee")} == {
         "mean-entropy": ["deebert"], "sentee": ["sentee"], "tokee": ["tokee"]}

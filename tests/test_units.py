@@ -64,8 +64,9 @@ CASES = ([(SEQUENCE, (name, pooling)) for name in texts.DYNAMIC for pooling in P
 
 
 def test_every_unit_has_a_case():
-    # a generated token's simulation is held equal to real decoding, prompt by prompt and round
-    # by round, in tests/test_decoder_sweep.py (its walk is CALM's, not yet this loop's)
+    # a generated token runs in this loop too, over a decoder walk (CALM's): its real decoding is
+    # held equal to CALM written out in tests/test_calm_loop.py, and to its oracle simulation,
+    # prompt by prompt, in tests/test_decoder_sweep.py
     looped = {name for name, unit in UNITS.items() if not unit.generates}
     assert {u.name for u, _ in CASES} == looped == set(SETUPS)
 

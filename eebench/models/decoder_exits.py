@@ -156,6 +156,14 @@ def read_logits(logits: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor, torch
     return top.indices[..., 0], top.values[..., 0], top.values[..., 0] - top.values[..., 1]
 
 
+def exit_signals(logits: torch.Tensor) -> dict[str, torch.Tensor]:
+    """What reading an exit gives a rule, by name (`read_logits`): `argmax`, `maxprob` and
+    `margin`, [n] each. A trace keeps the same three numbers per exit and position
+    (eebench.rules.decoder_sweep), so a rule reads them alike from a live exit and a stored one."""
+    arg, top, gap = read_logits(logits)
+    return {"argmax": arg, "maxprob": top, "margin": gap}
+
+
 def full_forward(model: nn.Module, input_ids: torch.Tensor) -> torch.Tensor:
     """Logits of the whole model run layer by layer without a cache: equals model(ids).logits."""
     hidden = run_layers(model, embed(model, input_ids), 0, num_layers(model))

@@ -7,8 +7,9 @@ backbone, heads after some layers) and complete models of growing depth run one 
 
     model.num_exits, model.exit_layers     exit j answers after layer exit_layers[j] (of its model)
     model.unit                             what an exit classifies: "sequence" (a label per text,
-                                           outputs [E, B, C + S]) or "token" (a tag per token,
-                                           [E, B, T, C]): a name; eebench.models.units gives the
+                                           outputs [E, B, C + S]), "token" (a tag per token,
+                                           [E, B, T, C]) or "generated" (a decoder's next token,
+                                           [E, 1, V]): a name; eebench.models.units gives the
                                            Unit object the engine asks
     model(input_ids, mask, token_type_ids) every exit's outputs at once, [E, B, C + S] (the logits,
                                            then the heads' signal columns): the one-pass sweep

@@ -1,8 +1,9 @@
 """What the one dynamic loop records for each exit unit (eebench.models.units), batch by batch,
 and how a split's batches are gathered: a Tracker per batch (where each piece exits, what it
-predicts there; per token, where each counting token was decided and its smallest margin), a
-gatherer per split (Decisions-like arrays for texts, a TokenRun for sentences), and the
-Agreement of the simulation with real inference.
+predicts there; per token, where each counting token was decided and its smallest margin; per
+generated position, the exit its token took and the token), a gatherer per split
+(Decisions-like arrays for texts, a TokenRun for sentences), and the Agreement of the
+simulation with real inference.
 """
 
 from __future__ import annotations
@@ -16,8 +17,8 @@ import numpy as np
 if TYPE_CHECKING:  # torch stays out of `eebench --help`
     import torch
 
-__all__ = ["Agreement", "Gathered", "GatheredSentences", "GatheredSequences", "SequenceTracker",
-           "TokenRun", "TokenTracker", "Tracker", "counting_tokens"]
+__all__ = ["Agreement", "Gathered", "GatheredSentences", "GatheredSequences", "GeneratedTracker",
+           "SequenceTracker", "TokenRun", "TokenTracker", "Tracker", "counting_tokens"]
 
 IGNORE = -100  # a piece with no label (eebench.data.batching.IGNORE)
 
@@ -142,6 +143,28 @@ class TokenTracker(Tracker):
 
     def answer(self):
         return self.exit_index.cpu(), self.prediction.cpu()
+
+
+class GeneratedTracker(Tracker):
+    """Per sequence being generated, at its one new position: the exit its token took and the
+    token: the argmax its rule read the confidence at (a step's `prediction`: CALM's one softmax
+    gives both), else the logits' argmax (the model's own head, at the last exit)."""
+
+    def __init__(self, n: int, last: int, device: Any):
+        import torch
+
+        self.exit = torch.full((n,), last, dtype=torch.long, device=device)
+        self.token = torch.zeros(n, dtype=torch.long, device=device)
+
+    def record(self, alive, j, logits, step, go, n_exit) -> None:
+        if n_exit:
+            read = getattr(step, "prediction", None)
+            token = logits.argmax(-1) if read is None else read
+            self.exit[alive[go]] = j
+            self.token[alive[go]] = token[go].long()
+
+    def answer(self):
+        return self.exit.cpu(), self.token.cpu()
 
 
 # -- gathering a split's batches ------------------------------------------------------------

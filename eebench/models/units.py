@@ -24,16 +24,22 @@ the rule decides on what each exit emits, the unit's `Tracker` records what is d
 piece exits, what it predicts there), `carry` tells the walk what halted, and the pieces that are
 done leave the batch (`cut`).
 
-A third unit, a generated token of a decoder LLM (CALM: a token may exit after any layer), is one
-more instance, with nothing in the loop touched: a `DecodedToken(Unit)` whose walk runs one
-decoding step exit by exit and holds the KV cache in its state; `start` begins the rule's state
-per sequence being generated, `cut` keeps the live sequences' rows of the state and of the cache
-(the walk's `keep`), `carry(walk, step)` asks the walk to copy the exited token's hidden state into
-the key/value cache of the layers it skipped (CALM's state propagation: `walk.fill_skipped(exit)`),
-its `Tracker` records each sequence's exit and argmax at the generated position, `score` reads
-the generated text's metric (or the agreement with full-model greedy decoding), and `flops_along`
-counts each generated token at its position: its layers up to its exit at a context of that many
-tokens, plus the KV projections of the skipped layers that the copy fills.
+The third unit, a generated token of a decoder LLM (CALM: a token may exit after any layer), is
+one more instance, with nothing in the loop touched: GENERATED. Its walk
+(eebench.rules.calm_decoding.DecoderWalk) runs one decoding position exit by exit over the
+sequence's shared KV cache, and a decode runs the loop once per generated position. `start`
+begins the rule's state per sequence being generated (CALM's rule keeps none); `carry(walk,
+step)` tells the walk which sequences exit here (`walk.fill_skipped(step.exit)`), and their
+hidden state at the exit is copied into the key/value cache of every layer they skipped (CALM's
+state propagation); its `GeneratedTracker` records each sequence's exit and its token there.
+Batch size 1: a batch's rows share one cache whose layers append a whole batch at a time, and
+tokens of different prompts would exit at different layers, so the walk cuts no rows (`keep`
+refuses). Its
+points come from one teacher-forced pass, the same rule replayed over the stored confidences
+(eebench.rules.decoder_sweep), checked by real decoding; the decoder run scores them and counts
+their FLOPs (each token at its position: its layers up to its exit, the exit heads read, the key
+and value projections of the skipped layers that the copy fills), not this unit's `score` and
+`flops_along`.
 """
 
 from __future__ import annotations
@@ -49,6 +55,7 @@ from eebench.models.unit_records import (
     Gathered,
     GatheredSentences,
     GatheredSequences,
+    GeneratedTracker,
     SequenceTracker,
     TokenRun,
     TokenTracker,
@@ -296,13 +303,27 @@ class _TokenUnit(Unit):
         return live_costs.sentence_flops(table, exit_index, lengths, live_pieces)
 
 
+class _GeneratedUnit(Unit):
+    """A generated token of a decoder, one position at a time: a sequence that exits leaves,
+    and its state at the exit fills the skipped layers' KV cache (a walk that `fill_skipped`)."""
+
+    def carry(self, walk: Any, step: Any) -> None:
+        fill = getattr(walk, "fill_skipped", None)
+        if fill is not None:
+            fill(step.exit)  # keys and values of the layers above, from the exited state
+
+    def tracker(self, n: int, counting: torch.Tensor | None, last: int, device: Any,
+                is_regression: bool) -> Tracker:
+        return GeneratedTracker(n, last, device)
+
+
 SEQUENCE = Unit("sequence")
 TOKEN = _TokenUnit("token", per_token=True, scores_quality=False, stores_logits=False,
                    does="tags every word")
-# A generated token: its per-token exits and their KV-cache copies run in CALM's walk
-# (eebench.rules.calm_decoding), not yet in the loop above (the module docstring says how)
-GENERATED = Unit("generated", scores_quality=False, stores_logits=False, generates=True,
-                 does="predicts each next token of a decoder")
+# A generated token: the loop above runs its per-token exits over a decoder walk, which fills
+# the skipped layers' KV cache from a halted token's state (eebench.rules.calm_decoding)
+GENERATED = _GeneratedUnit("generated", scores_quality=False, stores_logits=False,
+                           generates=True, does="predicts each next token of a decoder")
 UNITS: dict[str, Unit] = {u.name: u for u in (SEQUENCE, TOKEN, GENERATED)}
 
 

@@ -10,7 +10,18 @@ So every layer's cache always holds every position, and the next token's walk ru
 cache whose upper rows are approximations (the simulation in eebench.rules.decoder_sweep assumes
 an oracle cache instead: the full model's states everywhere).
 
-The walk is the decoder's exit unit, in a small interface the engine's one dynamic loop can ask:
+Each position's walk up the layers is the one dynamic loop (eebench.rules.engine.exit_loop) over
+a `DecoderWalk`, the exit protocol's walk for the generated-token unit (eebench.models.units):
+
+    walk.step(j, emit)        run on to exit j (exit layer j; the last exit: layer L, read by
+                              the model's own norm and LM head); its logits [1, V] and, at an
+                              exit head, its signals (argmax, maxprob, margin: what CALM's rule
+                              reads)
+    walk.fill_skipped(rows)   the unit's `carry` when the rule says exit: the layers above get
+                              the token's keys and values from its state at the exit (`halt`)
+    walk.keep(rows)           batch size 1: nothing to cut
+
+built from these steps, also used on their own:
 
     walk = begin(model, token_ids, cache)   # live state of one position: embedded, layer 0
     advance(model, walk, k)                 # run layers walk.layer..k-1; walk.layer = k
@@ -18,6 +29,10 @@ The walk is the decoder's exit unit, in a small interface the engine's one dynam
     halt(model, walk)                       # carry the halted state upward: fill the caches
                                             # of layers walk.layer..L-1 by copying; the cache is
                                             # then whole and the next position may begin
+
+`DecoderExitModel` is the model the loop sees: the exits in order, the unit, the parameters, and a
+walk per position over one sequence's cache. CALM's rule is the catalog's `calm`
+(eebench.rules.calm: maxprob or margin >= threshold).
 
 State = (hidden [1, 1, d], the shared DynamicCache, position, layer reached). Batch size 1 only:
 tokens of different prompts would exit at different layers, and this walk does not cut a batch.
@@ -39,14 +54,16 @@ from eebench.models.decoder_exits import (
     DecoderExits,
     cached_length,
     embed,
-    final_logits,
+    exit_signals,
     new_cache,
     num_layers,
     parts,
-    read_logits,
     rotary,
     run_layers,
 )
+from eebench.models.units import GENERATED
+from eebench.rules.calm import MEASURES, CalmRule
+from eebench.rules.engine import exit_loop
 
 
 @dataclass
@@ -103,6 +120,59 @@ def halt(model: nn.Module, walk: TokenWalk) -> None:
         copy_into_layer(model, walk, j)
 
 
+class DecoderWalk:
+    """One decoding position of a causal LM, exit by exit, over the sequence's cache (an ExitWalk
+    of eebench.models.exits, plus `fill_skipped`). Exit j runs to layer `layers[j]`; the last
+    exit is layer L, read by the model's own norm and LM head (DecoderExits.logits at L)."""
+
+    def __init__(self, model: nn.Module, exits: DecoderExits, token_ids: torch.Tensor,
+                 cache: Any):
+        if token_ids.shape[0] != 1:
+            raise UsageError("a decoder walk takes batch size 1",
+                             hint="decode one prompt at a time")
+        self.model, self.exits = model, exits
+        self.layers = (*exits.layers, num_layers(model))
+        self.state = begin(model, token_ids, cache)
+
+    def step(self, j: int, emit: bool) -> tuple[torch.Tensor, dict[str, torch.Tensor]] | None:
+        k = self.layers[j]
+        advance(self.model, self.state, k)
+        if not emit:
+            return None
+        logits = self.exits.logits(self.model, k, self.state.hidden[:, -1])
+        # an exit head's confidence; the model's own head (the last exit) is not read for one
+        return logits, exit_signals(logits) if j < len(self.layers) - 1 else {}
+
+    def fill_skipped(self, rows: torch.Tensor) -> None:
+        """The rows `rows` (bool [1]) exit here: the layers above get their keys and values."""
+        if bool(rows.any()):
+            halt(self.model, self.state)
+
+    def keep(self, rows: torch.Tensor) -> None:
+        if not bool(rows.all()):  # the loop cuts only some rows of several
+            raise UsageError("a decoder walk takes batch size 1")
+
+
+class DecoderExitModel:
+    """A causal LM and its exits as the exit protocol sees them (eebench.models.exits), over one
+    sequence's cache: exit j after layer `exit_layers[j]`, the last the full model; the unit a
+    generated token; `exit_walk` one position's walk after what the cache holds."""
+
+    unit = GENERATED.name
+
+    def __init__(self, model: nn.Module, exits: DecoderExits, cache: Any):
+        self.model, self.exits, self.cache = model, exits, cache
+        self.exit_layers = (*exits.layers, num_layers(model))
+        self.num_exits = len(self.exit_layers)
+
+    def parameters(self) -> Any:
+        return self.model.parameters()
+
+    def exit_walk(self, ids: torch.Tensor, mask: torch.Tensor | None = None,
+                  types: torch.Tensor | None = None) -> DecoderWalk:
+        return DecoderWalk(self.model, self.exits, ids, self.cache)
+
+
 @dataclass
 class CalmDecode:
     """Tokens of a CALM decode; per token its exit layer and the exit heads read on the way
@@ -113,35 +183,28 @@ class CalmDecode:
     exits_evaluated: list[int] = field(default_factory=list)
 
 
-@torch.no_grad()
+@torch.inference_mode()
 def calm_decode(model: nn.Module, exits: DecoderExits, prompt_ids: torch.Tensor, n_new: int,
                 threshold: float, measure: Literal["maxprob", "margin"] = "maxprob"
                 ) -> CalmDecode:
     """Greedy decoding of `n_new` tokens where each token exits at the first exit whose
     confidence >= threshold (else the last layer), its state copied into the skipped layers'
-    caches. Batch size 1 only."""
-    if measure not in ("maxprob", "margin"):
+    caches: each position is one run of the exit loop with CALM's rule. Batch size 1 only."""
+    if measure not in MEASURES:
         raise UsageError(f"unknown confidence measure {measure!r}", hint="maxprob or margin")
     prompt = prompt_ids.reshape(1, -1)
     total, cache = num_layers(model), new_cache(model)
     if prompt.shape[1] > 1:
         run_layers(model, embed(model, prompt[:, :-1]), 0, total, cache)
+    lm, rule = DecoderExitModel(model, exits, cache), CalmRule(threshold, measure)
+    last = lm.num_exits - 1
     token, out = prompt[:, -1:], CalmDecode()
     for _ in range(n_new):
-        walk, evaluated, choice = begin(model, token, cache), 0, None
-        for k in exits.layers:
-            advance(model, walk, k)
-            evaluated += 1
-            arg, top, gap = read_logits(exits.logits(model, k, walk.hidden[:, -1]))
-            if float(top if measure == "maxprob" else gap) >= threshold:
-                choice = int(arg)
-                break
-        if choice is None:
-            advance(model, walk, total)
-            choice = int(final_logits(model, walk.hidden[:, -1]).argmax(-1))
-        halt(model, walk)
-        out.tokens.append(choice)
-        out.exit_layers.append(walk.layer)
-        out.exits_evaluated.append(evaluated)
-        token = torch.tensor([[choice]], device=prompt.device)
+        batch = {"input_ids": token, "attention_mask": torch.ones_like(token)}
+        exit_index, choice = exit_loop(lm, rule, batch).answer()
+        j = int(exit_index[0])
+        out.tokens.append(int(choice[0]))
+        out.exit_layers.append(lm.exit_layers[j])
+        out.exits_evaluated.append(min(j + 1, last))  # exit heads read; the model's own not
+        token = choice[:1, None].to(prompt.device)
     return out

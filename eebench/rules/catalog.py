@@ -105,7 +105,8 @@ class RuleKind:
     comparison: ClassVar[str] = "<"
     # What it decides about: each text ("sequence", over logits [n, C]) or, for a token model
     # (sequence labelling, logits [n, T, C]), a sentence or each token ("token": the rules of
-    # eebench.rules.token_catalog). A rule runs only on a model of its unit.
+    # eebench.rules.token_catalog), or each generated token of a decoder ("generated": CALM's,
+    # eebench.rules.calm). A rule runs only on a model of its unit.
     unit: ClassVar[str] = "sequence"
 
     def __init_subclass__(cls, **kwargs: Any) -> None:
@@ -390,7 +391,10 @@ class Learned(RuleKind):
         return LearnedExitRule(value, self.comparison_for(facts))
 
 
-# The token rules (eebench.rules.token_catalog, built on this module), imported when first looked
-# up, as the built-in methods are.
-for _name, _ref in (("mean-entropy", "MeanEntropy"), ("sentee", "SentEE"), ("tokee", "TokEE")):
-    RULES.add(_name, Lazy(f"eebench.rules.token_catalog:{_ref}"))
+# The token rules (eebench.rules.token_catalog) and CALM's rule for a generated token
+# (eebench.rules.calm), built on this module, imported when first looked up, as the built-in
+# methods are.
+for _name, _ref in (("mean-entropy", "token_catalog:MeanEntropy"),
+                    ("sentee", "token_catalog:SentEE"), ("tokee", "token_catalog:TokEE"),
+                    ("calm", "calm:Calm")):
+    RULES.add(_name, Lazy(f"eebench.rules.{_ref}"))

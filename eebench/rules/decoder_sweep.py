@@ -16,7 +16,9 @@ From a trace, without running the model again:
   truncated so exactly N tokens come out), exactly as `self_speculative_decode` does.
 - `simulate_calm(trace, threshold, measure)`: CALM's per-token exit under an ORACLE cache (every
   earlier token's states are the full model's): token i exits at the first exit whose confidence
-  >= threshold (else the last layer) and predicts that exit's argmax.
+  >= threshold (else the last layer) and predicts that exit's argmax. It is the engine's
+  `simulate` replaying CALM's rule (eebench.rules.calm) over the stored confidences, the rule
+  real decoding runs in the one dynamic loop (eebench.rules.calm_decoding).
 - `adaptive_self_spec(trace, ks, d, m)`: DEL's idea, simply: after the first m tokens (decoded
   with `probe_k`) the acceptance every exit would have had on them is known (a real decoder reads
   it from the verifier's states), so pick the k with the most tokens per unit cost on them and
@@ -29,7 +31,6 @@ from __future__ import annotations
 
 from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass
-from typing import Literal
 
 import numpy as np
 import torch
@@ -37,9 +38,9 @@ from torch import nn
 
 from eebench.errors import UsageError
 from eebench.models.decoder_exits import DecoderExits, embed, num_layers, read_logits, run_layers
+from eebench.rules.calm import CalmRule, Measure
+from eebench.rules.engine import simulate
 from eebench.rules.self_speculation import SpecRounds, greedy_decode
-
-Measure = Literal["maxprob", "margin"]
 
 
 @dataclass
@@ -177,13 +178,17 @@ def confidence(trace: ExitTrace, measure: Measure) -> np.ndarray:
 
 
 def simulate_calm(trace: ExitTrace, threshold: float, measure: Measure = "maxprob") -> CalmSim:
-    """Each token exits at the first exit whose confidence >= threshold, else at layer L."""
-    conf = confidence(trace, measure)[:-1]  # exits only; the last layer always answers
-    n_exits = conf.shape[0]
-    confident = conf >= threshold
-    first = np.where(confident.any(axis=0), confident.argmax(axis=0), n_exits)
-    columns = np.arange(trace.n_new)
-    predictions = trace.argmax[first, columns]
+    """Each token exits at the first exit whose confidence >= threshold, else at layer L: CALM's
+    rule (eebench.rules.calm) replayed by `engine.simulate` over the trace's stored argmax and
+    confidences, its exits' signals (the trace keeps no logits: the one column handed as logits
+    is each exit's argmax, which the rule does not read)."""
+    confidence(trace, measure)  # a measure the trace has
+    tokens = torch.from_numpy(trace.argmax)
+    signals = {"argmax": tokens, "maxprob": torch.from_numpy(trace.maxprob),
+               "margin": torch.from_numpy(trace.margin)}
+    first = simulate(CalmRule(threshold, measure), tokens[..., None], False, signals).exit_index
+    n_exits = len(trace.layers) - 1
+    predictions = trace.argmax[first, np.arange(trace.n_new)]
     return CalmSim(exit_layers=np.asarray(trace.layers)[first],
                    exits_evaluated=np.minimum(first + 1, n_exits),
                    predictions=predictions,

@@ -8,10 +8,12 @@ shrinking, or batch size 1): it stops computing for samples that exit. Both call
 how many sit within float tolerance of the decision boundary.
 
 `exit_loop` is the one dynamic loop for every model and every exit unit (a label per text, a tag
-per token; eebench.models.units): what differs between units (the shapes, how a rule's state is
-started and cut, what is recorded, what is carried upward when a token halts) it asks the unit.
-Token-level halting (TOKEE, eebench.rules.token_halting) is this loop over a walk that freezes
-the halted tokens' states.
+per token, a generated token of a decoder; eebench.models.units): what differs between units (the
+shapes, how a rule's state is started and cut, what is recorded, what is carried upward when a
+token halts) it asks the unit. Token-level halting (TOKEE, eebench.rules.token_halting) is this
+loop over a walk that freezes the halted tokens' states; CALM's decoding
+(eebench.rules.calm_decoding) is this loop once per generated position, over a walk whose exited
+token's state fills the skipped layers' KV cache.
 """
 
 from __future__ import annotations
