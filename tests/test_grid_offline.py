@@ -1,7 +1,8 @@
 """Expanding a grid is data work: the cells of a config on a registered backbone are listed
 (`expand`, `eebench run --dry-run`) with no data and no model at hand. What a grid needs of its
 backbone (its depth, positions, family, pooling) comes from the backbones' own table; what needs
-the model is checked when a cell runs."""
+the model is checked when a cell runs. A local model folder or checkpoint folder that is not there
+yet still lists every cell, with what needs it unknown."""
 
 from __future__ import annotations
 
@@ -33,11 +34,13 @@ def nothing_on_disk(monkeypatch, tmp_path):
     counts training steps where a task's rows are on disk: here none are)."""
     import eebench.models.backbones as backbones
     import eebench.models.bundled as bundled
+    import eebench.models.pooling as pooling  # imported first: it holds the real ones after
 
     for module, names in ((backbones, ("load_config", "backbone_config_dict", "from_pretrained",
                                        "load_hf_model", "load_tokenizer", "check_model_dir",
                                        "resolve_backbone", "check_trainable")),
-                          (bundled, ("minilm_dir", "mpnet_dir"))):
+                          (bundled, ("minilm_dir", "mpnet_dir")),
+                          (pooling, ("resolve_backbone", "check_model_dir"))):
         for name in names:
             monkeypatch.setattr(module, name, _no_model)
     empty = tmp_path / "no-data"
@@ -119,3 +122,50 @@ def test_a_local_backbones_config_is_read_once(tmp_path, monkeypatch):
     config = json.loads((model / "config.json").read_text())
     (model / "config.json").write_text(json.dumps({**config, "note": "changed"}, indent=1))
     assert backbone_layers(str(model)) == 4 and len(reads) == 2
+
+
+def _absent_model_grid(tmp_path, where):
+    missing = tmp_path / "not-yet"
+    path = tmp_path / "bench.toml"
+    methods = ["static", "pabee", "deebert"] if where == "model" else ["pabee"]
+    path.write_text(f'{where} = "{missing}"\nmethods = {json.dumps(methods)}\n'
+                    'tasks = ["rte", "mrpc"]\nseeds = [1, 2]\n')
+    return path, missing, methods
+
+
+@pytest.mark.parametrize("where", ["model", "from_checkpoint"])
+def test_a_grid_lists_its_cells_while_its_model_folder_is_absent(nothing_on_disk, tmp_path,
+                                                                  where):
+    """A local model folder or a checkpoint folder that is not there yet: the dry run lists
+    every cell, with what needs the model (its key, sweep, training steps) unknown, and says
+    why."""
+    path, missing, methods = _absent_model_grid(tmp_path, where)
+    grid = expand(load_config(path))
+    assert grid.unread is not None and str(missing) in grid.unread
+    assert all(r.sweep == [] for r in grid.runs if r.method == "static")  # the depth unknown
+    args = ("run", "--config", path, "--data-dir", nothing_on_disk, "--out", tmp_path / "runs",
+            "--checkpoints", tmp_path / "ckpt", "--dry-run")
+    result = invoke(*args, "--json")
+    assert result.exit_code == 0, result.output
+    rows = json.loads(result.stdout)
+    assert [(r["method"], r["task"], r["seed"]) for r in rows] == [
+        (c.label, c.config.task, c.config.seed) for c in _cells(grid)]
+    assert len(rows) == 2 * 2 * len(methods)
+    assert {(r["key"], r["status"], r["train_steps"]) for r in rows} == {("?", "todo", None)}
+    assert all(str(missing) in r["error"] for r in rows)
+    table = invoke(*args)
+    assert table.exit_code == 0 and "is not there" in table.stderr
+    assert not (tmp_path / "runs").exists() and not (tmp_path / "ckpt").exists()
+
+
+@pytest.mark.parametrize("where", ["model", "from_checkpoint"])
+def test_running_a_grid_whose_model_folder_is_absent_is_one_line(tmp_path, where):
+    """The grid the dry run listed is refused when it runs, in the line reading the folder
+    gives, before any work."""
+    path, missing, _ = _absent_model_grid(tmp_path, where)
+    refused = invoke("run", "--config", path, "--data-dir", tmp_path, "--out", tmp_path / "runs",
+                     "--checkpoints", tmp_path / "ckpt")
+    assert refused.exit_code == 2, refused.output
+    [line] = refused.stderr.strip().splitlines()
+    assert str(missing) in line
+    assert not (tmp_path / "runs").exists() and not (tmp_path / "ckpt").exists()

@@ -64,9 +64,11 @@ def plan(cfg: BenchConfig, data_dir: str | Path | None = None, strict: bool = Fa
     from eebench.run.backends.slurm import records
 
     out = Path(cfg.out).resolve()
-    return eebench.run.backends.plan(_cells(grid or expand(cfg, strict)), out,
-                                     data_dir_of(data_dir), submitted=set(records(out)),
-                                     checkpoints=Path(cfg.checkpoints).resolve())
+    grid = grid or expand(cfg, strict)
+    return eebench.run.backends.plan(_cells(grid), out, data_dir_of(data_dir),
+                                     submitted=set(records(out)),
+                                     checkpoints=Path(cfg.checkpoints).resolve(),
+                                     unread=grid.unread)
 
 
 @dataclass
@@ -113,6 +115,10 @@ def run(cfg: BenchConfig, *, backend: str | BackendOptions = "local",
     opts = BackendOptions(backend=backend) if isinstance(backend, str) else backend
     check_backend(opts)
     grid = grid or expand(cfg, strict)
+    if grid.unread is not None:  # listed without its model folder: read now, or refused
+        import eebench.run.grid
+
+        grid = eebench.run.grid.expand(cfg, skip_unrunnable=not strict, absent_ok=False)
     cells = _cells(grid)
     out, data = Path(cfg.out).resolve(), data_dir_of(data_dir)
     say = say or (lambda line: None)

@@ -298,6 +298,12 @@ def _plan_table(rows: list[PlannedCell], backend: str) -> None:
                   "?" if r.train_steps is None else f"{r.train_steps:,}",
                   "?" if r.train_steps_left is None else f"{r.train_steps_left:,}", estimate)
     err_console.print(t)
+    from eebench.run.backends.plan import UNKNOWN_KEY
+
+    if rows and rows[0].key == UNKNOWN_KEY:
+        err_console.print(f"[yellow]{rows[0].error}[/]: the cells' run keys, sweeps and "
+                          "training steps are known once it is; running them is refused until "
+                          "then")
     todo = [r for r in rows if r.status in ("todo", "failed")]
     # the steps still to take: a finished checkpoint (this cell's or one it shares) costs none
     steps = sum((r.train_steps if r.train_steps_left is None else r.train_steps_left) or 0

@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 from pathlib import Path
-from typing import TYPE_CHECKING, Annotated
+from typing import TYPE_CHECKING, Annotated, Any
 
 import typer
 
@@ -16,6 +16,12 @@ if TYPE_CHECKING:
     from eebench.cli.backends import GridRequest
     from eebench.run.backends import Cell, CellOutcome
     from eebench.run.config import BenchConfig
+
+
+def given(*names: str, help: str | None = None) -> Any:
+    """An option of `run` that goes over the config's setting (`merge`); left out, it is None
+    (not given) and the config's stands, so its help shows no default."""
+    return typer.Option(*names, help=help, show_default=False)
 
 
 def parse_sweep(raw: str | None) -> list[float] | None:
@@ -31,85 +37,71 @@ def parse_sweep(raw: str | None) -> list[float] | None:
 
 
 def run_command(
-    method: Annotated[list[str] | None, typer.Option(
+    method: Annotated[list[str] | None, given(
         "--method", "-m", help="Early-exit method (see `eebench methods`; repeatable); default: "
-        "the config's.", show_default=False)] = None,
-    task: Annotated[list[str] | None, typer.Option(
-        "--task", "-t", help="Task (see `eebench tasks`; repeatable); default: the config's.",
-        show_default=False)] = None,
-    eval_task: Annotated[str | None, typer.Option(
+        "the config's.")] = None,
+    task: Annotated[list[str] | None, given(
+        "--task", "-t", help="Task (see `eebench tasks`; repeatable); default: the config's.")
+    ] = None,
+    eval_task: Annotated[str | None, given(
         "--eval-task", help="Domain shift: evaluate on this task's split instead (same labels, "
-        "same kind of input), next to the in-domain run of the same training.",
-        show_default=False)] = None,
-    model: Annotated[str | None, typer.Option(
+        "same kind of input), next to the in-domain run of the same training.")] = None,
+    model: Annotated[str | None, given(
         "--model", help="Backbone: minilm-l6 (default), a name of `eebench backbones`, a local "
-        "directory or a hub id.", show_default=False)] = None,
-    from_checkpoint: Annotated[str | None, typer.Option(
+        "directory or a hub id.")] = None,
+    from_checkpoint: Annotated[str | None, given(
         "--from-checkpoint", help="Evaluate these early-exit weights instead of training: an "
         "authors' DeeBERT, PABEE or ElasticBERT checkpoint or an `eebench export-model` folder "
-        "(a folder or a hub id; docs/models.md).", show_default=False)] = None,
+        "(a folder or a hub id; docs/models.md).")] = None,
     data_dir: Path | None = DataDirOption,
-    pooling: Annotated[str | None, typer.Option(
+    pooling: Annotated[str | None, given(
         "--pooling", help="How the exit heads pool the tokens: cls or mean (default: the config's, "
-        "else the way the backbone was pretrained to pool).", show_default=False)] = None,
-    split: Annotated[str | None, typer.Option(
-        "--split", help="Split to evaluate: dev (default) or test (labels withheld).",
-        show_default=False)] = None,
-    seed: Annotated[list[int] | None, typer.Option(
-        "--seed", help="Seed (repeatable); default: the config's seeds, else 42.",
-        show_default=False)] = None,
-    config: Annotated[Path | None, typer.Option(
-        "--config", help="A TOML benchmark config (see docs/running.md).", show_default=False)
-    ] = None,
-    out: Annotated[Path | None, typer.Option("--out", help="Runs root directory [runs].",
-                                             show_default=False)] = None,
-    test_out: Annotated[Path | None, typer.Option(
+        "else the way the backbone was pretrained to pool).")] = None,
+    split: Annotated[str | None, given(
+        "--split", help="Split to evaluate: dev (default) or test (labels withheld).")] = None,
+    seed: Annotated[list[int] | None, given(
+        "--seed", help="Seed (repeatable); default: the config's seeds, else 42.")] = None,
+    config: Annotated[Path | None, given(
+        "--config", help="A TOML benchmark config (see docs/running.md).")] = None,
+    out: Annotated[Path | None, given("--out", help="Runs root directory [runs].")] = None,
+    test_out: Annotated[Path | None, given(
         "--test-out", help="Also run each cell's models on the test split (labels withheld, "
         "nothing timed) into this runs directory, right after its dev runs: the runs of "
-        "`--split test --no-timing --out DIR`, without training again.", show_default=False)
-    ] = None,
-    checkpoints: Annotated[Path | None, typer.Option(
-        "--checkpoints", help="Checkpoint root directory [checkpoints].", show_default=False)
-    ] = None,
-    sweep: Annotated[str | None, typer.Option(
-        "--sweep", help="Sweep values, comma-separated (default: the method's grid).",
-        show_default=False)] = None,
-    rule: Annotated[list[str] | None, typer.Option(
+        "`--split test --no-timing --out DIR`, without training again.")] = None,
+    checkpoints: Annotated[Path | None, given(
+        "--checkpoints", help="Checkpoint root directory [checkpoints].")] = None,
+    sweep: Annotated[str | None, given(
+        "--sweep", help="Sweep values, comma-separated (default: the method's grid).")] = None,
+    rule: Annotated[list[str] | None, given(
         "--rule", "-r", help="Also sweep this exit rule on each method's trained model, in the "
-        "same pass (see `eebench rules`; repeatable); its points are labelled method+rule.",
-        show_default=False)] = None,
-    setting: Annotated[list[str] | None, typer.Option(
-        "--setting", "-s", help="A method setting key=value (repeatable).", show_default=False)
+        "same pass (see `eebench rules`; repeatable); its points are labelled method+rule.")
     ] = None,
-    max_train_samples: Annotated[int | None, typer.Option(
-        "--max-train-samples", help="Train on a seeded subset of N examples.", show_default=False)
-    ] = None,
-    epochs: Annotated[int | None, typer.Option("--epochs", show_default=False)] = None,
-    max_seq_length: Annotated[int | None, typer.Option("--max-seq-length", show_default=False)
-                              ] = None,
-    lr: Annotated[float | None, typer.Option(
+    setting: Annotated[list[str] | None, given(
+        "--setting", "-s", help="A method setting key=value (repeatable).")] = None,
+    max_train_samples: Annotated[int | None, given(
+        "--max-train-samples", help="Train on a seeded subset of N examples.")] = None,
+    epochs: Annotated[int | None, given("--epochs")] = None,
+    max_seq_length: Annotated[int | None, given("--max-seq-length")] = None,
+    lr: Annotated[float | None, given(
         "--lr", help="Peak learning rate (default: the config's, else the backbone's, see "
-        "`eebench backbones`; else 2e-5).", show_default=False)
-    ] = None,
-    batch_size: Annotated[int | None, typer.Option("--batch-size", show_default=False)] = None,
-    group_by_length: Annotated[bool | None, typer.Option(
+        "`eebench backbones`; else 2e-5).")] = None,
+    batch_size: Annotated[int | None, given("--batch-size")] = None,
+    group_by_length: Annotated[bool | None, given(
         "--group-by-length/--no-group-by-length", help="Batch training rows of similar length "
-        "(less padding; default: the config's, else off).", show_default=False)] = None,
-    precision: Annotated[str | None, typer.Option(
+        "(less padding; default: the config's, else off).")] = None,
+    precision: Annotated[str | None, given(
         "--precision", help="Training precision: auto (default: bf16 where the device has it "
         "natively and fast, a CUDA GPU of compute capability 8.0+, a CPU with AMX or an AMD CPU "
-        "with AVX-512 BF16; else fp32), fp32 or bf16 (autocast).", show_default=False)] = None,
-    max_eval_samples: Annotated[int | None, typer.Option(
-        "--max-eval-samples", help="Evaluate on a seeded subset of N examples.",
-        show_default=False)] = None,
-    time_samples: Annotated[int | None, typer.Option(
-        "--time-samples", help="Samples timed and checked with real dynamic inference [200].",
-        show_default=False)] = None,
-    time_points: Annotated[int | None, typer.Option(
+        "with AVX-512 BF16; else fp32), fp32 or bf16 (autocast).")] = None,
+    max_eval_samples: Annotated[int | None, given(
+        "--max-eval-samples", help="Evaluate on a seeded subset of N examples.")] = None,
+    time_samples: Annotated[int | None, given(
+        "--time-samples", help="Samples timed and checked with real dynamic inference [200].")
+    ] = None,
+    time_points: Annotated[int | None, given(
         "--time-points", help="Time real inference at N points of each sweep only, spread evenly "
         "over it, its first and last among them (a config's [timing] points); the other points "
-        "are checked against the simulation, untimed [every point timed].", show_default=False)
-    ] = None,
+        "are checked against the simulation, untimed [every point timed].")] = None,
     no_timing: Annotated[bool, typer.Option(
         "--no-timing", help="Skip wall-time measurement (the --time-samples samples still check "
         "real dynamic inference against the simulation, once, at the largest batch size).")

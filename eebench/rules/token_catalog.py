@@ -41,6 +41,13 @@ class _TokenRule(RuleKind):
     def check(self, value):
         _require(value >= 0, self.name, "the threshold must be >= 0", value)
 
+    def sentence_entropy(self, value, facts, **how):
+        """A rule of the whole sentence on its words' entropies (mean-entropy, sentee): `how`
+        they are pooled and scaled (eebench.rules.tokens.SentenceEntropyRule)."""
+        from eebench.rules.tokens import SentenceEntropyRule
+
+        return SentenceEntropyRule(value, comparison=self.comparison_for(facts), **how)
+
 
 @register_rule("mean-entropy")
 class MeanEntropy(_TokenRule):
@@ -52,10 +59,7 @@ class MeanEntropy(_TokenRule):
         return _grid(0.0, math.log(max(num_labels, 2)))
 
     def build(self, value, facts):
-        from eebench.rules.tokens import SentenceEntropyRule
-
-        return SentenceEntropyRule(value, aggregate="mean", normalized=False,
-                                   comparison=self.comparison_for(facts))
+        return self.sentence_entropy(value, facts, aggregate="mean", normalized=False)
 
 
 @register_rule("sentee")
@@ -72,11 +76,8 @@ class SentEE(_TokenRule):
         return _grid(0.0, 1.0)
 
     def build(self, value, facts):
-        from eebench.rules.tokens import SentenceEntropyRule
-
         s = self.settings(facts.rule_settings)
-        return SentenceEntropyRule(value, aggregate=s["aggregate"], window=s["window"],
-                                   comparison=self.comparison_for(facts))
+        return self.sentence_entropy(value, facts, aggregate=s["aggregate"], window=s["window"])
 
 
 @register_rule("tokee")

@@ -43,20 +43,29 @@ class Grid:
     # withheld, nothing timed), run into `test_out` right after it
     test: list[RunConfig] = field(default_factory=list)
     test_out: str | None = None
+    # Why the model or checkpoint folder the grid names was not read (`model_unread`): the runs
+    # are listed with what needs it unknown (depth, pooling, the weights' record, and so their
+    # keys); running them expands the grid again, reading it (eebench.api.run)
+    unread: str | None = None
 
 
-def expand(config: BenchConfig, skip_unrunnable: bool = True) -> Grid:
+def expand(config: BenchConfig, skip_unrunnable: bool = True, absent_ok: bool = True) -> Grid:
     """Every seed x task x method of `config`, seed by seed and task by task (a benchmark stopped
     half-way has whole seeds to show). A grid skips the pairs a method cannot run (entropy on
     regression); with `skip_unrunnable` off (one pair asked for by name) they are refused.
-    A config with [[grids]] is the union of its entries' grids (eebench.run.subgrids)."""
+    A config with [[grids]] is the union of its entries' grids (eebench.run.subgrids).
+    `absent_ok`: a local model or checkpoint folder that is not there leaves the runs listed
+    with what needs it unknown (`Grid.unread`); off, it is refused in one line, as running the
+    grid does."""
     if config.grids:
-        return expand_union(config, skip_unrunnable)
+        return expand_union(config, skip_unrunnable, absent_ok)
     if config.test_out is not None and (config.split != "dev" or config.eval_task is not None):
         what = "--eval-task" if config.eval_task is not None else f"--split {config.split}"
         raise UsageError(f"test_out adds test-split runs beside dev runs; with {what} there "
                          "are none", hint="drop test_out (--test-out), or run the test split "
                          "with --split test")
+    unread = model_unread(config) if absent_ok else None
+    read = unread is None
     jobs = [(m, t, s) for s in config.seeds for t in config.tasks for m in config.methods]
     skipped: dict[tuple[str, str], str] = {}  # (method, task) -> reason, each pair once
     if skip_unrunnable:
@@ -67,26 +76,41 @@ def expand(config: BenchConfig, skip_unrunnable: bool = True) -> Grid:
         jobs = [(m, t, s) for m, t, s in jobs if (m, t) not in skipped]
     runs = []
     for m, t, s in jobs:
-        runs.append(run_config_for(config, m, t, s))
-        runs += [run_config_for(config, m, t, s, rule) for rule in
+        runs.append(run_config_for(config, m, t, s, read=read))
+        runs += [run_config_for(config, m, t, s, rule, read=read) for rule in
                  rules_for(config, m, t, skipped if skip_unrunnable else None)]
     left_out = [Skipped(m, t, why) for (m, t), why in skipped.items()]
     if config.test_out is not None:
-        return Grid(runs, left_out, test=test_twins(config, runs), test_out=config.test_out)
+        return Grid(runs, left_out, test=test_twins(config, runs, read),
+                    test_out=config.test_out, unread=unread)
     if config.eval_task is None:
-        return Grid(runs, left_out)
+        return Grid(runs, left_out, unread=unread)
     own = config.model_copy(update={"eval_task": None})
-    return Grid(runs, left_out, [run_config_for(own, r.method, r.trained_on, r.seed, r.rule)
-                               for r in runs])
+    return Grid(runs, left_out, [run_config_for(own, r.method, r.trained_on, r.seed, r.rule,
+                                                read=read) for r in runs], unread=unread)
 
 
-def expand_union(config: BenchConfig, skip_unrunnable: bool = True) -> Grid:
+def model_unread(config: BenchConfig) -> str | None:
+    """Why the model a grid's runs are named by is not read while the grid is expanded, or
+    None: a local model folder or checkpoint folder (a path: ./, / or ~) that is not there (yet).
+    Nothing is read to find out; a registered backbone's facts are its table's."""
+    from pathlib import Path
+
+    source = config.from_checkpoint or config.model
+    if not source.startswith((".", "/", "~")) or Path(source).expanduser().exists():
+        return None
+    what = "model folder" if config.from_checkpoint is None else "checkpoint folder"
+    return f"{what} {source} is not there"
+
+
+def expand_union(config: BenchConfig, skip_unrunnable: bool = True, absent_ok: bool = True
+                 ) -> Grid:
     """The runs of every entry of the config's [[grids]], entry by entry; a cell (method or
     method+rule, task, seed) that two entries give is refused, naming both."""
     grids = []
     for i, entry in enumerate(entry_configs(config), 1):
         try:
-            grids.append(expand(entry, skip_unrunnable))
+            grids.append(expand(entry, skip_unrunnable, absent_ok))
         except UsageError as e:  # a sweep value, a method on a task: which entry says so
             raise UsageError(f"grids[{i}]: {e.message}", hint=e.hint) from None
     given: dict[tuple[str, str, int], int] = {}
@@ -99,7 +123,8 @@ def expand_union(config: BenchConfig, skip_unrunnable: bool = True) -> Grid:
     return Grid(runs=[r for g in grids for r in g.runs],
                 skipped=list(dict.fromkeys(s for g in grids for s in g.skipped)),
                 in_domain=[r for g in grids for r in g.in_domain],
-                test=[r for g in grids for r in g.test], test_out=config.test_out)
+                test=[r for g in grids for r in g.test], test_out=config.test_out,
+                unread=next((g.unread for g in grids if g.unread is not None), None))
 
 
 def refusal(method: str, task: TaskSpec) -> str | None:
@@ -121,14 +146,15 @@ def refusal(method: str, task: TaskSpec) -> str | None:
     return None
 
 
-def test_twins(config: BenchConfig, runs: list[RunConfig]) -> list[RunConfig]:
+def test_twins(config: BenchConfig, runs: list[RunConfig], read: bool = True
+               ) -> list[RunConfig]:
     """Each dev run's twin on the test split: the run `--split test --no-timing` names (the
     evaluation budget is dev's alone, `merge`), which reads the same checkpoints."""
     from eebench.run.config import merge
 
     twin = merge(config.model_copy(update={"test_out": None}),
                  {"split": "test", "timing": {"enabled": False}})
-    return [run_config_for(twin, r.method, r.task, r.seed, r.rule) for r in runs]
+    return [run_config_for(twin, r.method, r.task, r.seed, r.rule, read=read) for r in runs]
 
 
 def rules_for(config: BenchConfig, method: str, task: str,
@@ -199,13 +225,16 @@ def check_shift(trained: TaskSpec, evaluated: TaskSpec) -> None:
 
 
 def run_config_for(config: BenchConfig, method: str, task: str, seed: int,
-                   rule: str | None = None) -> RunConfig:
+                   rule: str | None = None, read: bool = True) -> RunConfig:
     """One run of `config`: names, split, method settings, every sweep value (the method's own
     grid when none is given; with `rule`, that rule's, swept on the method's model) and training
     settings checked; the pooling resolved (None: the way the backbone was pretrained to
-    pool)."""
+    pool). `read` off: the model is not at hand (`model_unread`), so what needs it stays
+    unknown: the sweep unless given (a default one may need the depth), the pooling unless
+    given (cls stands in), the weights' record, and the checks against the model's positions
+    and family (made when the grid is expanded to run)."""
     from eebench.measure.flops import CONVENTIONS
-    from eebench.models.pooling import resolve_pooling
+    from eebench.models.pooling import check_pooling, resolve_pooling
     from eebench.run.names import backbone_layers
 
     spec = get_task(task)
@@ -214,7 +243,10 @@ def run_config_for(config: BenchConfig, method: str, task: str, seed: int,
         check_shift(spec, evaluated)
     settings = for_task(config.methods_settings.get(method, {}), spec)  # a token model?
     weights, model = None, config.from_checkpoint or config.model
-    if config.from_checkpoint is None:
+    if not read:
+        pooling = check_pooling(config.pooling) if config.pooling is not None else "cls"
+        m = get_method(method, **settings)
+    elif config.from_checkpoint is None:
         pooling = resolve_pooling(config.model, config.pooling)
         m = get_method(method, **settings)
     else:  # weights made elsewhere, checked against the method and the task; nothing trains
@@ -228,18 +260,19 @@ def run_config_for(config: BenchConfig, method: str, task: str, seed: int,
         return weights.num_layers if weights is not None else backbone_layers(config.model)
 
     derived.check_task(m, spec)
-    if weights is None:
+    if read and weights is None and config.from_checkpoint is None:
         _check_length(config, spec, evaluated)
-    if unit_of(spec.unit).per_token and weights is None:  # imported weights: checked on loading
-        _check_halting(rule or m.rule, config.model)
+        if unit_of(spec.unit).per_token:  # imported weights: checked on loading
+            _check_halting(rule or m.rule, config.model)
     split = resolve_split(evaluated, config.split)  # the loaders' names and aliases
     if split == "train":
         raise UsageError("--split train: runs are evaluated on dev or test",
                          hint="the training split is what the model learns from")
     if rule is None:
         sweep = config.sweeps.get(method)
-        if sweep is None:
+        if sweep is None and read:
             sweep = derived.default_sweep(m, depth(), spec.is_regression, spec.num_labels)
+        sweep = sweep or []  # unknown until the model is read
         for variant in m.variants(sweep):  # every sweep value checked before anything trains
             for value in variant.values:
                 variant.method.exit_rule(value, spec.is_regression)
@@ -248,11 +281,12 @@ def run_config_for(config: BenchConfig, method: str, task: str, seed: int,
 
         kind = get_rule(rule)
         sweep = config.sweeps.get(f"{m.name}+{kind.name}")
-        if sweep is None:
+        if sweep is None and read:
             sweep = kind.default_sweep(depth(), spec.is_regression, spec.num_labels)
+        sweep = sweep or []  # unknown until the model is read
         for value in sweep:
             kind.check(value)
-    train = config.training(spec, seed) if weights is None else TrainConfig()
+    train = config.training(spec, seed) if config.from_checkpoint is None else TrainConfig()
     if config.flops_convention not in CONVENTIONS:
         raise UsageError(f"unknown FLOPs convention {config.flops_convention!r}",
                          hint=f"choose from: {', '.join(CONVENTIONS)}")

@@ -70,6 +70,7 @@ def load_target(run_dir: Path, point: int, data_dir: Path | None, device: str = 
 
     from eebench.data.batching import encode
     from eebench.methods.base import get_method
+    from eebench.models.units import unit_of
     from eebench.run.rederive import facts_for, rule_at
     from eebench.tasks.catalog import get_task
     from eebench.tasks.loaders import load_split
@@ -77,9 +78,11 @@ def load_target(run_dir: Path, point: int, data_dir: Path | None, device: str = 
 
     run = verify_run(Path(run_dir))  # finished, its files as its summary recorded them
     cfg, p = run.config, run.points[point]
-    if get_task(cfg.task).unit != "sequence":  # a request is a text, answered by one exit
-        raise DataError(f"{run_dir}: a run of {cfg.task}, a token task (sequence labelling); "
-                        "serve-replay serves sequence-level runs (a label per text)")
+    unit = unit_of(get_task(cfg.task).unit)
+    if unit.per_token or unit.generates:  # a request is a text, answered by one exit
+        what = "a token task (sequence labelling)" if unit.per_token else f"its task {unit.does}"
+        raise DataError(f"{run_dir}: a run of {cfg.task}, {what}; serve-replay serves "
+                        "sequence-level runs (a label per text)")
     variant = run.summary.variant(p.variant)
     arrays = load_file(str(run.path / PREDICTIONS_FILE))
     facts = facts_for(run, variant, arrays)

@@ -38,6 +38,9 @@ if TYPE_CHECKING:
     from eebench.run.artifacts import RunConfig
 
 
+UNKNOWN_KEY = "?"  # a cell's key while the model that names its runs is not at hand
+
+
 @dataclass
 class PlannedCell:
     method: str  # the method, and method+rule for the other rules swept on its model
@@ -71,8 +74,14 @@ class PlannedCell:
 
 
 def plan(cells: list[Cell], out: Path, data_dir: Path | None,
-         submitted: set[str] | None = None, checkpoints: Path | None = None
-         ) -> list[PlannedCell]:
+         submitted: set[str] | None = None, checkpoints: Path | None = None,
+         unread: str | None = None) -> list[PlannedCell]:
+    """Each cell's row. `unread`: why the model or checkpoint folder that names the runs was
+    not read (eebench.run.grid.model_unread): each cell is listed with its key, steps and
+    estimate unknown and that reason as its error, and nothing is read."""
+    if unread is not None:
+        return [PlannedCell(cell.label, cell.config.task, cell.config.seed, UNKNOWN_KEY, "todo",
+                            None, None, None, unread) for cell in cells]
     rows, claimed = [], set()  # the models of the cells still to run before this one
     for cell in cells:
         error = None
