@@ -8,6 +8,8 @@ instance; a class where it says so), never members of EarlyExitMethod.
                          check_regression
     its token model      token_rule, sequence_tasks, with_unit, unit_rule
     the optional hooks   shares_pooler, calibration_fraction (Calibrates), route (Routes)
+    a decoder's methods  decodings (Decodes), decoder_tasks, encoder_tasks, decoder_methods,
+                         decoder_refusal, timed_decodes, decodes_batches
     in words             trains, describe
 
 A method changes what is derived by declaring it (a class attribute, a method or a property of
@@ -26,8 +28,8 @@ from typing import Any
 
 from eebench.errors import UsageError
 from eebench.methods.catalog import METHODS
-from eebench.methods.protocols import Calibrates, Routes
-from eebench.models.units import SEQUENCE, unit_of
+from eebench.methods.protocols import Calibrates, DecodesGreedy, DecodesTeacherForced, Routes
+from eebench.models.units import GENERATED, SEQUENCE, unit_of
 from eebench.rules.catalog import RuleKind, get_rule
 
 _NONE = object()
@@ -139,10 +141,15 @@ def sequence_tasks(m: Any) -> bool:
 
 
 def units(m: Any) -> tuple[str, ...]:
-    """The task units it can do (a class or an instance): "sequence", "token"."""
+    """The task units it can do (a class or an instance): "sequence", "token" (encoder
+    tasks, unless it declares `encoder_tasks = False`), "generated" (a decoder method)."""
     cls = m if isinstance(m, type) else type(m)  # an instance's `rule` is its unit's
+    generated = (GENERATED.name,) if decodings(cls) else ()
+    if not encoder_tasks(cls):
+        return generated
     token = token_rule(cls) is not None or not cls.rule
-    return (("sequence",) if sequence_tasks(cls) else ()) + (("token",) if token else ())
+    return (("sequence",) if sequence_tasks(cls) else ()) + (("token",) if token else ()) + \
+        generated
 
 
 def methods_for(unit: str) -> list[str]:
@@ -169,8 +176,20 @@ def unit_rule(m: Any) -> str:
 
 
 def check_unit(m: Any, task: Any) -> None:
-    """Refuse a task of a unit it has no model for, or that its settings do not say."""
+    """Refuse a task of a unit it has no model for, or that its settings do not say; a decoder
+    task (`eebench decode` runs those) and a decoder method on an encoder task, saying so."""
     name, unit = getattr(task, "name", "?"), unit_of(getattr(task, "unit", None)).name
+    if unit_of(unit).generates:
+        fit = m.name in decoder_methods(name)
+        raise UsageError(f"task {name!r} is a decoder task: `eebench decode` runs it (`eebench "
+                         "run` trains and sweeps encoder methods)",
+                         hint=f"eebench decode --task {name}" + (f" --method {m.name}" if fit
+                         else f"; its methods: {', '.join(decoder_methods(name))}"))
+    if unit not in units(m) and decodings(m) and not encoder_tasks(m):
+        raise UsageError(f"method {m.name!r} is a decoder method: `eebench decode` runs it on "
+                         f"{', '.join(decoder_tasks(m))} (`eebench run` trains and sweeps "
+                         "encoder methods)", hint=f"eebench decode --method {m.name}; methods "
+                         f"for task {name!r}: {', '.join(methods_for(unit))}")
     if unit not in units(m):
         raise UsageError(f"task {name!r} {unit_of(unit).does}; method {m.name!r} does not",
                          hint=f"methods for such tasks: {', '.join(methods_for(unit))}")
@@ -197,6 +216,63 @@ def route(m: Any, stage: Any, num_exits: int) -> Any:
     return m.route(stage, num_exits) if isinstance(m, Routes) else None
 
 
+# -- a decoder's methods (eebench decode) ----------------------------------------------------------
+def decodings(m: Any) -> tuple[str, ...]:
+    """The decodings it has points for (a class or an instance): "greedy", "teacher-forced"."""
+    cls = m if isinstance(m, type) else type(m)
+    return (("greedy",) if issubclass(cls, DecodesGreedy) else ()) + (
+        ("teacher-forced",) if issubclass(cls, DecodesTeacherForced) else ())
+
+
+def decoder_tasks(m: Any) -> list[str]:
+    """The decoder tasks it does: those whose decoding it has points for."""
+    from eebench.tasks.catalog import all_tasks
+
+    return [t.name for t in all_tasks() if t.unit == GENERATED.name and t.decoding in
+            decodings(m)]
+
+
+def encoder_tasks(m: Any) -> bool:
+    return _own(m, "encoder_tasks", True)  # False: a decoder method only (self-spec, CALM)
+
+
+def decoder_methods(task: str | None = None) -> list[str]:
+    """The registered decoder methods (that do `task`), in registry order."""
+    return [n for n in METHODS.names() if decodings(METHODS.get(n))
+            and (task is None or task in decoder_tasks(METHODS.get(n)))]
+
+
+def decoder_refusal(m: Any, cfg: Any) -> str | None:
+    """Why decoder run `cfg` (a DecodeConfig) can have no points of `m`: a task it does not do,
+    exits it does not fit (its own `decoder_refusal(cfg)`); None: it can."""
+    if cfg.task not in decoder_tasks(m):
+        return (f"{m.name} does not do {cfg.task}; it does "
+                f"{', '.join(decoder_tasks(m)) or 'no decoder task'}")
+    own = _own(m, "decoder_refusal")
+    return own(cfg) if own is not None else None
+
+
+def decoder_points(m: Any, ctx: Any) -> list[Any]:
+    """Its points in a decoder run (`ctx`: eebench.methods.decoding.DecodeContext): its
+    `greedy_points` or `teacher_points`, by the run's decoding."""
+    if ctx.decoding not in decodings(m):
+        raise UsageError(f"method {m.name!r} has no {ctx.decoding} points",
+                         hint=f"it does {', '.join(decoder_tasks(m)) or 'no decoder task'}")
+    return m.greedy_points(ctx) if ctx.decoding == "greedy" else m.teacher_points(ctx)
+
+
+def timed_decodes(m: Any, ctx: Any, point: Any) -> dict[str, Any]:
+    """Its real decodes of `point` to time, by the point's field ("timing", "peer_timing"):
+    each `decode(prompt) -> tokens`; none by default."""
+    own = _own(m, "timed_decodes")
+    return own(ctx, point) if own is not None else {}
+
+
+def decodes_batches(m: Any) -> bool:
+    """Whether its decoding can run a batch above 1 (its own `decodes_batches`; default no)."""
+    return bool(_own(m, "decodes_batches", False))
+
+
 # -- in words --------------------------------------------------------------------------------------
 def trains(m: Any) -> str:
     return _own(m, "trains", "one model")  # what its `variants` train, in words
@@ -209,6 +285,8 @@ def describe(m: Any) -> dict[str, Any]:
             "provides": sorted(provides(m)), "sweep_param": sweep_param(m),
             "supports_regression": supports_regression(m), "trains": trains(m),
             "units": list(units(m)), "token_rule": token_rule(m),
+            "decoder_tasks": decoder_tasks(m),
+            "decodes_batches": decodes_batches(m) if decodings(m) else None,
             # every setting, with defaults; the unit is the task's (`units` above)
             "settings": m.config.model_dump(mode="json", exclude={"unit"})}
 
