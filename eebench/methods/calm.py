@@ -20,8 +20,6 @@ import numpy as np
 
 from eebench.methods import EarlyExitMethod, register_method
 from eebench.methods.decoding import mean
-from eebench.rules.calm_decoding import calm_decode
-from eebench.rules.decoder_sweep import simulate_calm
 
 
 @register_method("calm")
@@ -41,6 +39,8 @@ class CALM(EarlyExitMethod):
         return self._points(ctx, real=set())
 
     def _points(self, ctx, real):
+        from eebench.rules.decoder_sweep import simulate_calm  # torch, when decoding
+
         points, measure = [], ctx.cfg.measure
         for threshold in ctx.cfg.thresholds:
             sims = [simulate_calm(t, threshold, measure) for t in ctx.traces]
@@ -56,6 +56,8 @@ class CALM(EarlyExitMethod):
         return points
 
     def timed_decodes(self, ctx, point):
+        from eebench.rules.calm_decoding import calm_decode
+
         t = float(point.setting["threshold"])
         if t not in set(ctx.cfg.real_thresholds()):
             return {}
@@ -65,6 +67,8 @@ class CALM(EarlyExitMethod):
 
 def decoded(ctx, threshold: float, oracle) -> dict:
     """CALM decoded for real (halted states copied upward) at one threshold."""
+    from eebench.rules.calm_decoding import calm_decode
+
     runs = [calm_decode(ctx.model, ctx.exits, p, ctx.n_new, threshold, ctx.cfg.measure)
             for p in ctx.samples]
     ctx.tick(f"calm decode {threshold}")

@@ -8,8 +8,7 @@ instance; a class where it says so), never members of EarlyExitMethod.
                          check_regression
     its token model      token_rule, sequence_tasks, with_unit, unit_rule
     the optional hooks   shares_pooler, calibration_fraction (Calibrates), route (Routes)
-    a decoder's methods  decodings (Decodes), decoder_tasks, encoder_tasks, decoder_methods,
-                         decoder_refusal, timed_decodes, decodes_batches
+    a decoder's methods  eebench.methods.decoder_derived (decodings, decoder_tasks, ...)
     in words             trains, describe
 
 A method changes what is derived by declaring it (a class attribute, a method or a property of
@@ -21,26 +20,23 @@ the earlier, wider EarlyExitMethod keep working.
 
 from __future__ import annotations
 
-import inspect
 import warnings
 from functools import partial
 from typing import Any
 
 from eebench.errors import UsageError
 from eebench.methods.catalog import METHODS
-from eebench.methods.protocols import Calibrates, DecodesGreedy, DecodesTeacherForced, Routes
+from eebench.methods.declared import own as _own
+from eebench.methods.decoder_derived import (
+    decoder_tasks,
+    decodes_batches,
+    decodings,
+    encoder_tasks,
+    refuse_across,
+)
+from eebench.methods.protocols import Calibrates, Routes
 from eebench.models.units import GENERATED, SEQUENCE, unit_of
 from eebench.rules.catalog import RuleKind, get_rule
-
-_NONE = object()
-
-
-def _own(m: Any, name: str, default: Any = None) -> Any:
-    """What method `m` declares of `name` itself, bound to it (a class: plain values only)."""
-    value = inspect.getattr_static(m, name, _NONE)  # never EarlyExitMethod.__getattr__
-    if value is _NONE or isinstance(value, type) or not hasattr(value, "__get__"):
-        return default if value is _NONE else value
-    return default if isinstance(m, type) else value.__get__(m, type(m))
 
 
 # -- its rule's sweep ------------------------------------------------------------------------------
@@ -179,17 +175,7 @@ def check_unit(m: Any, task: Any) -> None:
     """Refuse a task of a unit it has no model for, or that its settings do not say; a decoder
     task (`eebench decode` runs those) and a decoder method on an encoder task, saying so."""
     name, unit = getattr(task, "name", "?"), unit_of(getattr(task, "unit", None)).name
-    if unit_of(unit).generates:
-        fit = m.name in decoder_methods(name)
-        raise UsageError(f"task {name!r} is a decoder task: `eebench decode` runs it (`eebench "
-                         "run` trains and sweeps encoder methods)",
-                         hint=f"eebench decode --task {name}" + (f" --method {m.name}" if fit
-                         else f"; its methods: {', '.join(decoder_methods(name))}"))
-    if unit not in units(m) and decodings(m) and not encoder_tasks(m):
-        raise UsageError(f"method {m.name!r} is a decoder method: `eebench decode` runs it on "
-                         f"{', '.join(decoder_tasks(m))} (`eebench run` trains and sweeps "
-                         "encoder methods)", hint=f"eebench decode --method {m.name}; methods "
-                         f"for task {name!r}: {', '.join(methods_for(unit))}")
+    refuse_across(m, name, unit)
     if unit not in units(m):
         raise UsageError(f"task {name!r} {unit_of(unit).does}; method {m.name!r} does not",
                          hint=f"methods for such tasks: {', '.join(methods_for(unit))}")
@@ -214,63 +200,6 @@ def calibration_fraction(m: Any) -> float:
 def route(m: Any, stage: Any, num_exits: int) -> Any:
     """How the hidden states reach heads and layers while `stage` trains; None: unchanged."""
     return m.route(stage, num_exits) if isinstance(m, Routes) else None
-
-
-# -- a decoder's methods (eebench decode) ----------------------------------------------------------
-def decodings(m: Any) -> tuple[str, ...]:
-    """The decodings it has points for (a class or an instance): "greedy", "teacher-forced"."""
-    cls = m if isinstance(m, type) else type(m)
-    return (("greedy",) if issubclass(cls, DecodesGreedy) else ()) + (
-        ("teacher-forced",) if issubclass(cls, DecodesTeacherForced) else ())
-
-
-def decoder_tasks(m: Any) -> list[str]:
-    """The decoder tasks it does: those whose decoding it has points for."""
-    from eebench.tasks.catalog import all_tasks
-
-    return [t.name for t in all_tasks() if t.unit == GENERATED.name and t.decoding in
-            decodings(m)]
-
-
-def encoder_tasks(m: Any) -> bool:
-    return _own(m, "encoder_tasks", True)  # False: a decoder method only (self-spec, CALM)
-
-
-def decoder_methods(task: str | None = None) -> list[str]:
-    """The registered decoder methods (that do `task`), in registry order."""
-    return [n for n in METHODS.names() if decodings(METHODS.get(n))
-            and (task is None or task in decoder_tasks(METHODS.get(n)))]
-
-
-def decoder_refusal(m: Any, cfg: Any) -> str | None:
-    """Why decoder run `cfg` (a DecodeConfig) can have no points of `m`: a task it does not do,
-    exits it does not fit (its own `decoder_refusal(cfg)`); None: it can."""
-    if cfg.task not in decoder_tasks(m):
-        return (f"{m.name} does not do {cfg.task}; it does "
-                f"{', '.join(decoder_tasks(m)) or 'no decoder task'}")
-    own = _own(m, "decoder_refusal")
-    return own(cfg) if own is not None else None
-
-
-def decoder_points(m: Any, ctx: Any) -> list[Any]:
-    """Its points in a decoder run (`ctx`: eebench.methods.decoding.DecodeContext): its
-    `greedy_points` or `teacher_points`, by the run's decoding."""
-    if ctx.decoding not in decodings(m):
-        raise UsageError(f"method {m.name!r} has no {ctx.decoding} points",
-                         hint=f"it does {', '.join(decoder_tasks(m)) or 'no decoder task'}")
-    return m.greedy_points(ctx) if ctx.decoding == "greedy" else m.teacher_points(ctx)
-
-
-def timed_decodes(m: Any, ctx: Any, point: Any) -> dict[str, Any]:
-    """Its real decodes of `point` to time, by the point's field ("timing", "peer_timing"):
-    each `decode(prompt) -> tokens`; none by default."""
-    own = _own(m, "timed_decodes")
-    return own(ctx, point) if own is not None else {}
-
-
-def decodes_batches(m: Any) -> bool:
-    """Whether its decoding can run a batch above 1 (its own `decodes_batches`; default no)."""
-    return bool(_own(m, "decodes_batches", False))
 
 
 # -- in words --------------------------------------------------------------------------------------

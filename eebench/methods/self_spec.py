@@ -18,8 +18,6 @@ from __future__ import annotations
 
 from eebench.methods import EarlyExitMethod, register_method
 from eebench.methods.decoding import rate
-from eebench.rules.decoder_sweep import simulate_self_spec
-from eebench.rules.self_speculation import hf_early_exit_generate, self_speculative_decode
 
 
 @register_method("self-spec")
@@ -33,6 +31,8 @@ class SelfSpec(EarlyExitMethod):
     encoder_tasks = False
 
     def greedy_points(self, ctx):
+        from eebench.rules.decoder_sweep import simulate_self_spec  # torch, when decoding
+
         greedy = ctx.score([t.tokens for t in ctx.traces])  # lossless by construction
         checked, points = set(ctx.cfg.checked_spec_points()), []
         for k in ctx.cfg.candidate_ks():
@@ -46,6 +46,8 @@ class SelfSpec(EarlyExitMethod):
 
     def timed_decodes(self, ctx, point):
         """The checked points, with transformers' `assistant_early_exit` at the same k and d."""
+        from eebench.rules.self_speculation import hf_early_exit_generate, self_speculative_decode
+
         k, d = int(point.setting["k"]), int(point.setting["d"])
         if (k, d) not in set(ctx.cfg.checked_spec_points()):
             return {}
@@ -57,6 +59,8 @@ class SelfSpec(EarlyExitMethod):
 
 def check(ctx, rounds, k: int, d: int) -> dict:
     """Real self-speculative decoding of every prompt against greedy and the simulation."""
+    from eebench.rules.self_speculation import self_speculative_decode
+
     tokens_differ = rounds_differ = 0
     for p, t, sim in zip(ctx.samples, ctx.traces, rounds):
         real = self_speculative_decode(ctx.model, ctx.exits, p, t.n_new, k, d)

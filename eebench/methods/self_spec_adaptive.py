@@ -16,7 +16,6 @@ from collections import Counter
 
 from eebench.methods import EarlyExitMethod, register_method
 from eebench.methods.decoding import rate
-from eebench.rules.decoder_sweep import adaptive_self_spec
 
 
 @register_method("self-spec-adaptive")
@@ -30,6 +29,8 @@ class AdaptiveSelfSpec(EarlyExitMethod):
     encoder_tasks = False
 
     def greedy_points(self, ctx):
+        from eebench.rules.decoder_sweep import adaptive_self_spec  # torch, when decoding
+
         greedy = ctx.score([t.tokens for t in ctx.traces])
         ks, m, points = ctx.cfg.candidate_ks(), ctx.cfg.adaptive_probe, []
         for d in ctx.cfg.draft_lengths:

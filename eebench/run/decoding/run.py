@@ -103,7 +103,7 @@ def decoder_methods(cfg: DecodeConfig) -> list[Any]:
     """The decoder methods whose points run `cfg` makes, in registry order: those it names
     (each refused in one line where it is not a decoder method, does not do the task or does
     not fit the exits), else every registered one that does the task and fits."""
-    from eebench.methods import derived
+    from eebench.methods import decoder_derived as derived
     from eebench.methods.base import METHODS, get_method
 
     if cfg.methods is None:
@@ -130,7 +130,7 @@ def run_decoder(cfg: DecodeConfig, opts: DecodeOptions | None = None) -> DecodeR
 
     from eebench.measure.decoder_flops import exit_head_flops
     from eebench.measure.env import environment
-    from eebench.methods import derived
+    from eebench.methods import decoder_derived as derived
     from eebench.models.decoder_exits import DecoderExits, num_layers, save_exits
     from eebench.models.decoders import load_causal_lm, load_decoder_tokenizer
     from eebench.run.decoding.context import context

@@ -16,8 +16,8 @@ from typing import Any
 import torch
 
 from eebench.errors import DataError
+from eebench.methods.decoder_derived import timed_decodes
 from eebench.methods.decoding import DecodeContext
-from eebench.methods.derived import timed_decodes
 from eebench.rules.self_speculation import greedy_decode
 from eebench.run.decoding.records import DecodeConfig, DecoderPoint, DecodeTiming
 
