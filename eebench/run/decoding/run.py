@@ -106,9 +106,10 @@ def decoder_methods(cfg: DecodeConfig) -> list[Any]:
     from eebench.methods import decoder_derived as derived
     from eebench.methods.base import METHODS, get_method
 
+    found = [get_method(n) for n in derived.decoder_methods(cfg.task)]
+    fit = [m for m in found if derived.decoder_refusal(m, cfg) is None]
     if cfg.methods is None:
-        found = [get_method(n) for n in derived.decoder_methods(cfg.task)]
-        return [m for m in found if derived.decoder_refusal(m, cfg) is None]
+        return fit
     named = {METHODS.canonical(n) for n in cfg.methods}
     chosen = [get_method(n) for n in METHODS.names() if n in named]
     for m in chosen:
@@ -118,9 +119,8 @@ def decoder_methods(cfg: DecodeConfig) -> list[Any]:
                              hint=f"decoder methods: {', '.join(derived.decoder_methods())}")
         why = derived.decoder_refusal(m, cfg)
         if why is not None:
-            raise UsageError(f"--method {m.name}: {why}",
-                             hint=f"methods for {cfg.task}: "
-                             f"{', '.join(derived.decoder_methods(cfg.task))}")
+            raise UsageError(f"--method {m.name}: {why}", hint=f"methods for {cfg.task} with these "
+                             f"exits: {', '.join(x.name for x in fit)}")
     return chosen
 
 
