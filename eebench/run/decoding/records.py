@@ -27,7 +27,7 @@ FLOPS_CONVENTION = "mac2-matmul"
 
 # the point methods of eebench's own decoder run, in table order: the full model, then the
 # registered decoder methods (eebench.methods.derived.decoder_methods; plugins add theirs)
-METHODS = ("full", "static", "self-spec", "self-spec-adaptive", "calm", "ee-tuning")
+METHODS = ("full", "static", "ee-tuning", "self-spec", "self-spec-adaptive", "calm")
 
 
 class DecodeConfig(Data):
