@@ -35,8 +35,8 @@ def _tasks(r: dict) -> str:
 @app.command("methods", rich_help_panel=PANEL)
 def methods(as_json: bool = JsonOption) -> None:
     """List the early-exit methods: paper, sweep parameter, the tasks they do (texts, tokens:
-    sequence labelling, with the rule there; decoder tasks, `eebench decode`, with the batch
-    size their decoding allows), regression support, settings."""
+    sequence labelling, with the rule there), decoder tasks (eebench decode) with the batch size
+    their decoding allows, regression support, settings."""
     from eebench.methods.base import METHODS, get_method
     from eebench.methods.derived import describe
 

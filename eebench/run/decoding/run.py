@@ -110,6 +110,9 @@ def decoder_methods(cfg: DecodeConfig) -> list[Any]:
     fit = [m for m in found if derived.decoder_refusal(m, cfg) is None]
     if cfg.methods is None:
         return fit
+    if not cfg.methods:
+        raise UsageError("methods: an empty list", hint="name decoder methods, or leave it "
+                         "unset for every one that fits")
     named = {METHODS.canonical(n) for n in cfg.methods}
     chosen = [get_method(n) for n in METHODS.names() if n in named]
     for m in chosen:
