@@ -1,7 +1,9 @@
 """The conformance kit (eebench.testing) on every registered method: its description and its
 models' structure here (the shape of every exit's outputs for its unit: a label per text, a tag
-per token); trained, reloaded and swept end to end in the slow tier, with the example plugin's
-method and rule beside them (tests/test_plugins.py installs it in a venv as well)."""
+per token); each decoder method's runs on the tiny Llama here too (a decoder method only has no
+encoder model: that part is skipped, with the reason); trained, reloaded and swept end to end in
+the slow tier, with the example plugin's method and rule beside them (tests/test_plugins.py
+installs it in a venv as well)."""
 
 from __future__ import annotations
 
@@ -12,8 +14,10 @@ from pathlib import Path
 
 import pytest
 
-from eebench.methods.base import METHODS
-from eebench.testing import check_method
+from eebench.methods.base import METHODS, get_method
+from eebench.methods.decoder_derived import decoder_methods, encoder_tasks
+from eebench.testing import Conformance, check_method
+from eebench.testing.decoders import check_decoder_runs
 
 REPO = Path(__file__).resolve().parents[1]
 
@@ -22,6 +26,19 @@ REPO = Path(__file__).resolve().parents[1]
 def test_every_method_conforms_in_its_description_and_structure(name, tmp_path):
     report = check_method(name, workdir=tmp_path, runs=False)
     assert report.ok, str(report)
+
+
+@pytest.mark.parametrize("name", [n for n in decoder_methods() if n in METHODS.builtin()])
+def test_every_decoder_method_makes_valid_points_on_the_tiny_llama(name, tmp_path):
+    """One decoder run per decoder task it does, of it alone (static's encoder runs: slow)."""
+    method = get_method(name)
+    if encoder_tasks(method):
+        report = Conformance(name, "method")
+        check_decoder_runs(report, method, tmp_path)
+    else:
+        report = check_method(name, workdir=tmp_path)
+        assert report.skipped, "a decoder method only says what it skips"
+    assert report.ok and report.passed, str(report)
 
 
 @pytest.mark.parametrize("name,settings", [("deebert", {"unit": "token"}),

@@ -1,9 +1,11 @@
 """`eebench decode`: early exit in a decoder LLM, every operating point of one run, as a table.
 
-One backbone x one decoder task x one set of exits (eebench.run.decoding): humaneval-gen traces
-each prompt once and reports the static truncations, self-speculation at every (k, d) and its
-adaptive choice of k, and CALM at every threshold (oracle cache), with real decoding checks;
-imdb-lm reports the static exits and CALM from one teacher-forced pass per review.
+One backbone x one decoder task x one set of exits (eebench.run.decoding): each registered
+decoder method (`eebench methods`; `--method` picks) reads its points off one pass per sample.
+humaneval-gen traces each prompt once: static truncation, self-speculation at every (k, d) and
+its adaptive choice of k, CALM at every threshold (oracle cache), with real decoding checks;
+imdb-lm: the static exits and CALM from one teacher-forced pass per review. Trained exits
+(--head adapter --tune-steps N) make the truncation points EE-Tuning's.
 """
 
 from __future__ import annotations
@@ -76,6 +78,10 @@ def decode_command(
         "--head", help="lens (the final norm and LM head) or adapter (trained by --tune-steps)."
     )] = "lens",
     rank: Annotated[int, typer.Option("--rank", help="Adapter exits' bottleneck.")] = 16,
+    method: Annotated[list[str] | None, typer.Option(
+        "--method", help="A decoder method whose points the run makes (repeatable; default: "
+        "every registered one that does the task and fits the exits: eebench methods).",
+        show_default=False)] = None,
     tune_steps: Annotated[int, typer.Option(
         "--tune-steps", help="EE-Tuning steps on imdb-lm's training reviews (adapter exits).")
                           ] = 0,
@@ -106,7 +112,8 @@ def decode_command(
     data_dir: Path | None = DataDirOption,
     json_out: bool = JsonOption,
 ) -> None:
-    """Early exit in a decoder LLM: static, self-speculation (LayerSkip), adaptive k, CALM.
+    """Early exit in a decoder LLM: static, self-speculation (LayerSkip), adaptive k (DEL),
+    CALM, EE-Tuning: the registered decoder methods (eebench methods).
 
     Every operating point of one backbone on one decoder task from one pass per prompt, with
     real decoding checking the simulation, FLOPs per token, and (--timing) wall time. A rerun
@@ -137,7 +144,8 @@ def decode_command(
             draft_lengths=_numbers(drafts, int, "--drafts"),
             thresholds=_numbers(thresholds, float, "--thresholds"), measure=measure,
             calm_real=_numbers(calm_real, float, "--calm-real"), timing=timing,
-            timing_prompts=timing_prompts, timing_repeats=timing_repeats)
+            timing_prompts=timing_prompts, timing_repeats=timing_repeats,
+            methods=tuple(method) if method else None)
     except ValidationError as e:
         first = e.errors()[0]
         where = ".".join(str(x) for x in first["loc"])

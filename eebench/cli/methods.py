@@ -22,10 +22,21 @@ def _print_table(title: str, columns: tuple[str, ...], rows: list[tuple[str, ...
     err_console.print(table)
 
 
+def _tasks(r: dict) -> str:
+    """The tasks a method does, in words: texts, tokens (with its rule there), decoders."""
+    words = {"sequence": "texts", "token": f"tokens ({r['token_rule'] or 'k'})"}
+    out = [words[u] for u in r["units"] if u in words]
+    if r["decoder_tasks"]:
+        batch = "a batch above 1 possible" if r["decodes_batches"] else "batch size 1 only"
+        out.append(f"decoder: {', '.join(r['decoder_tasks'])} ({batch})")
+    return " + ".join(out)
+
+
 @app.command("methods", rich_help_panel=PANEL)
 def methods(as_json: bool = JsonOption) -> None:
     """List the early-exit methods: paper, sweep parameter, the tasks they do (texts, tokens:
-    sequence labelling, with the rule there), regression support, settings."""
+    sequence labelling, with the rule there), decoder tasks (eebench decode) with the batch size
+    their decoding allows, regression support, settings."""
     from eebench.methods.base import METHODS, get_method
     from eebench.methods.derived import describe
 
@@ -35,13 +46,13 @@ def methods(as_json: bool = JsonOption) -> None:
         return
     _print_table(f"{len(rows)} methods", ("method", "sweep", "tasks", "regression", "settings",
                                           "paper"),
-                 [(r["name"], f"{r['sweep_param']} ({r['trains']})",
-                   " + ".join("texts" if u == "sequence" else f"tokens ({r['token_rule'] or 'k'})"
-                              for u in r["units"]),
+                 [(r["name"], f"{r['sweep_param']} ({r['trains']})", _tasks(r),
+                   "—" if not {"sequence", "token"} & set(r["units"]) else
                    "yes" if r["supports_regression"] else "no",
                    " ".join(f"{k}={v}" for k, v in r["settings"].items()) or "—", r["paper"])
                   for r in rows])
-    err_console.print("[dim]details and default sweeps: docs/methods.md")
+    err_console.print("[dim]details and default sweeps: docs/methods.md; decoder methods run "
+                      "with eebench decode (docs/decoders.md), the others with eebench run")
 
 
 @app.command("rules", rich_help_panel=PANEL)

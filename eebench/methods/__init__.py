@@ -14,11 +14,18 @@ from eebench.methods.base import (
     get_method,
     register_method,
 )
-from eebench.methods.protocols import Calibrates, Routes
+from eebench.methods.protocols import (
+    Calibrates,
+    Decodes,
+    DecodesGreedy,
+    DecodesTeacherForced,
+    Routes,
+)
 from eebench.methods.settings import MethodSettings
 from eebench.methods.stages import Stage, backbone_then_heads, exit_loss
 
-__all__ = ["JOINT", "METHODS", "Calibrates", "EarlyExitMethod", "ExitHead", "ExitHeads",
+__all__ = ["JOINT", "METHODS", "Calibrates", "Decodes", "DecodesGreedy", "DecodesTeacherForced",
+           "EarlyExitMethod", "ExitHead", "ExitHeads",
            "MethodSettings", "Routes", "Stage", "Variant", "backbone_then_heads", "exit_loss",
            "get_method", "register_method"]
 

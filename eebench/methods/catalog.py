@@ -16,5 +16,10 @@ for _name, _ref in (("static", "static:Static"), ("deebert", "deebert:DeeBERT"),
                     ("fastbert", "fastbert:FastBERT"), ("berxit", "berxit:BERxiT"),
                     ("pcee", "pcee:PCEE"), ("elasticbert", "elasticbert:ElasticBERT"),
                     ("sweet", "sweet:SWEET"), ("cascade", "cascade:Cascade"),
-                    ("sentee", "sentee:SENTEE"), ("tokee", "tokee:TOKEE")):
+                    ("sentee", "sentee:SENTEE"), ("tokee", "tokee:TOKEE"),
+                    # a decoder LLM's (eebench decode; static does decoders too), in the
+                    # order of a decoder run's table: the truncations first
+                    ("ee-tuning", "ee_tuning:EETuning"), ("self-spec", "self_spec:SelfSpec"),
+                    ("self-spec-adaptive", "self_spec_adaptive:AdaptiveSelfSpec"),
+                    ("calm", "calm:CALM")):
     METHODS.add(_name, Lazy(f"eebench.methods.{_ref}"))

@@ -8,6 +8,7 @@ instance; a class where it says so), never members of EarlyExitMethod.
                          check_regression
     its token model      token_rule, sequence_tasks, with_unit, unit_rule
     the optional hooks   shares_pooler, calibration_fraction (Calibrates), route (Routes)
+    a decoder's methods  eebench.methods.decoder_derived (decodings, decoder_tasks, ...)
     in words             trains, describe
 
 A method changes what is derived by declaring it (a class attribute, a method or a property of
@@ -19,26 +20,23 @@ the earlier, wider EarlyExitMethod keep working.
 
 from __future__ import annotations
 
-import inspect
 import warnings
 from functools import partial
 from typing import Any
 
 from eebench.errors import UsageError
 from eebench.methods.catalog import METHODS
+from eebench.methods.declared import own as _own
+from eebench.methods.decoder_derived import (
+    decoder_tasks,
+    decodes_batches,
+    decodings,
+    encoder_tasks,
+    refuse_across,
+)
 from eebench.methods.protocols import Calibrates, Routes
-from eebench.models.units import SEQUENCE, unit_of
+from eebench.models.units import GENERATED, SEQUENCE, unit_of
 from eebench.rules.catalog import RuleKind, get_rule
-
-_NONE = object()
-
-
-def _own(m: Any, name: str, default: Any = None) -> Any:
-    """What method `m` declares of `name` itself, bound to it (a class: plain values only)."""
-    value = inspect.getattr_static(m, name, _NONE)  # never EarlyExitMethod.__getattr__
-    if value is _NONE or isinstance(value, type) or not hasattr(value, "__get__"):
-        return default if value is _NONE else value
-    return default if isinstance(m, type) else value.__get__(m, type(m))
 
 
 # -- its rule's sweep ------------------------------------------------------------------------------
@@ -139,10 +137,15 @@ def sequence_tasks(m: Any) -> bool:
 
 
 def units(m: Any) -> tuple[str, ...]:
-    """The task units it can do (a class or an instance): "sequence", "token"."""
+    """The task units it can do (a class or an instance): "sequence", "token" (encoder
+    tasks, unless it declares `encoder_tasks = False`), "generated" (a decoder method)."""
     cls = m if isinstance(m, type) else type(m)  # an instance's `rule` is its unit's
+    generated = (GENERATED.name,) if decodings(cls) else ()
+    if not encoder_tasks(cls):
+        return generated
     token = token_rule(cls) is not None or not cls.rule
-    return (("sequence",) if sequence_tasks(cls) else ()) + (("token",) if token else ())
+    return (("sequence",) if sequence_tasks(cls) else ()) + (("token",) if token else ()) + \
+        generated
 
 
 def methods_for(unit: str) -> list[str]:
@@ -169,8 +172,10 @@ def unit_rule(m: Any) -> str:
 
 
 def check_unit(m: Any, task: Any) -> None:
-    """Refuse a task of a unit it has no model for, or that its settings do not say."""
+    """Refuse a task of a unit it has no model for, or that its settings do not say; a decoder
+    task (`eebench decode` runs those) and a decoder method on an encoder task, saying so."""
     name, unit = getattr(task, "name", "?"), unit_of(getattr(task, "unit", None)).name
+    refuse_across(m, name, unit)
     if unit not in units(m):
         raise UsageError(f"task {name!r} {unit_of(unit).does}; method {m.name!r} does not",
                          hint=f"methods for such tasks: {', '.join(methods_for(unit))}")
@@ -209,6 +214,8 @@ def describe(m: Any) -> dict[str, Any]:
             "provides": sorted(provides(m)), "sweep_param": sweep_param(m),
             "supports_regression": supports_regression(m), "trains": trains(m),
             "units": list(units(m)), "token_rule": token_rule(m),
+            "decoder_tasks": decoder_tasks(m),
+            "decodes_batches": decodes_batches(m) if decodings(m) else None,
             # every setting, with defaults; the unit is the task's (`units` above)
             "settings": m.config.model_dump(mode="json", exclude={"unit"})}
 

@@ -9,6 +9,10 @@ Each k is its own fine-tuned model, so the sweep runs over models, not over an e
 The pooler starts from the pretrained one and, like every method's heads, pools [CLS] or the
 masked mean of the tokens (the model's `pooling`). The static points of a reference model are
 what the ELUE score's reference curve is built from.
+
+On a decoder LLM (`eebench decode`) it is the same curve: the model truncated at each exit k, its
+first k layers and exit k's head (greedy: decoded for real; teacher-forced: exit k's predictions),
+with the run's untrained exits (logit lens); trained exits make those points EE-Tuning's.
 """
 
 from __future__ import annotations
@@ -17,6 +21,7 @@ from pydantic import Field
 
 from eebench.errors import UsageError
 from eebench.methods import EarlyExitMethod, MethodSettings, Variant, register_method
+from eebench.methods.decoding import truncated_points
 
 
 @register_method("static")
@@ -28,6 +33,7 @@ class Static(EarlyExitMethod):
     sweep_type = int
     joint_stage = "fine-tune"  # its one exit's loss, every parameter
     trains = "one model per sweep value (k = 1..L)"
+    decodes_batches = True  # a truncated decoder is plain greedy decoding
 
     class Settings(MethodSettings):
         layers: int | None = Field(None, ge=1)  # None: every layer of the backbone
@@ -46,3 +52,16 @@ class Static(EarlyExitMethod):
             raise UsageError(f"static: layers={k} but the backbone has {num_layers} layers")
         return (num_layers if k is None else k,)
 
+
+    # -- a decoder LLM (eebench decode) --------------------------------------------------------
+    def greedy_points(self, ctx):
+        return truncated_points(ctx, self.name)
+
+    def teacher_points(self, ctx):
+        return truncated_points(ctx, self.name)
+
+    def decoder_refusal(self, cfg):
+        if cfg.tuning_steps:
+            return ("this run's exits are trained (--tune-steps): their truncation points are "
+                    "ee-tuning's")
+        return None

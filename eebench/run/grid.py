@@ -136,6 +136,8 @@ def refusal(method: str, task: TaskSpec) -> str | None:
 
     cls = METHODS.get(method)
     unit = unit_of(getattr(task, "unit", None))
+    if unit.generates:  # static does decoders too, in eebench decode
+        return f"{task.name} is a decoder task: eebench decode runs it"
     if unit.name not in derived.units(cls):
         return (f"{method} has no token model (its {cls.rule} rule decides per text)"
                 if unit.per_token else f"{method} does not do what task {task.name} asks "

@@ -19,8 +19,12 @@ that the model gives what the method says it `provides`, the FLOP table, and tha
 inference, at batch size 1 and batched, decides exactly as the one-pass simulation for every
 sweep value: zero disagreements. A token model (SENTEE, TOKEE; any method's with
 `settings={"unit": "token"}`) runs on a tiny token task instead (eebench.testing.tokens).
-`check_rule` checks a rule's
-description, needs and sweep, then sweeps it on a method's model the same way. Both return a
+A decoder method (eebench.methods.protocols.Decodes: self-spec, CALM, EE-Tuning; static's
+decoder truncations too) is checked in one decoder run per decoder task it does, of it alone,
+on a tiny random Llama (eebench.testing.decoders); a decoder method only has no encoder model,
+so what an encoder model is checked for is `skipped`, with the reason. `check_rule` checks a
+rule's description, needs and sweep, then sweeps it on a method's model the same way. Both
+return a
 `Conformance` report; `assert_method` / `assert_rule` raise AssertionError when it has problems.
 `python -m eebench.testing palbert [--rule q-exit]` prints the report (eebench.testing.__main__).
 """
@@ -37,6 +41,7 @@ from pathlib import Path
 from typing import Any
 
 from eebench.errors import one_line
+from eebench.methods.decoder_derived import decoder_tasks, decodings, encoder_tasks
 from eebench.methods.derived import default_sweep, describe, provided, supports_regression
 from eebench.models.units import unit_of
 from eebench.testing.tiny import NUM_LAYERS, examples, stirred, tiny_backbone, trained
@@ -50,6 +55,7 @@ class Conformance:
     kind: str  # "method" or "rule"
     passed: list[str] = field(default_factory=list)
     problems: list[str] = field(default_factory=list)
+    skipped: list[str] = field(default_factory=list)  # what does not apply, and why
 
     @property
     def ok(self) -> bool:
@@ -59,7 +65,8 @@ class Conformance:
         head = f"{self.kind} {self.name!r}: {len(self.passed)} checks passed, " \
                f"{len(self.problems)} problem(s)"
         return "\n".join([head, *(f"  problem: {p}" for p in self.problems),
-                          *(f"  ok: {p}" for p in self.passed)])
+                          *(f"  ok: {p}" for p in self.passed),
+                          *(f"  skipped: {p}" for p in self.skipped)])
 
     @contextmanager
     def check(self, what: str) -> Iterator[None]:
@@ -106,10 +113,22 @@ def _check_method(name: str, settings: dict[str, Any] | None, rules: tuple[str, 
     if not report.ok:
         return report
     _check_description(report, method, name)
+    if not encoder_tasks(method):  # a decoder method only: no encoder model to build
+        report.skipped.append("its encoder models' structure and runs: a decoder method only "
+                              "(eebench decode)")
+        if runs and report.ok:
+            _check_decoder_runs(report, method, workdir)
+        elif not runs:
+            report.skipped.append("its decoder runs (runs=False)")
+        return report
     tasks = [False] + ([True] if (supports_regression(method) if regression is None
                                   else regression) else [])
     with tempfile.TemporaryDirectory(prefix="eebench-conformance-") as tmp:
         root = Path(workdir or tmp)
+        if runs and decodings(method):  # static: the decoder LLM's truncations too
+            from eebench.testing.decoders import check_decoder_runs
+
+            check_decoder_runs(report, method, root)
         backbone = tiny_backbone(root / "backbone")
         _check_structure(report, method, backbone)
         if not runs:
@@ -124,6 +143,13 @@ def _check_method(name: str, settings: dict[str, Any] | None, rules: tuple[str, 
             if report.ok:
                 _check_runs(report, method, backbone, root, is_regression, rules)
     return report
+
+
+def _check_decoder_runs(report: Conformance, method: Any, workdir: Path | None) -> None:
+    from eebench.testing.decoders import check_decoder_runs
+
+    with tempfile.TemporaryDirectory(prefix="eebench-conformance-") as tmp:
+        check_decoder_runs(report, method, Path(workdir or tmp))
 
 
 def check_rule(name: str, method: str | None = None, *, workdir: Path | None = None,
@@ -156,8 +182,8 @@ def check_rule(name: str, method: str | None = None, *, workdir: Path | None = N
                 kind.check(v)
                 assert isinstance(kind.build(v, facts), ExitRule), "build() is not an ExitRule"
     if method is None:
-        method = next((m for m in METHODS.names() if not kind.missing(
-            provided(get_method(m), False))), None)
+        method = next((m for m in METHODS.names() if encoder_tasks(METHODS.get(m))
+                       and not kind.missing(provided(get_method(m), False))), None)
         if method is None:
             report.problems.append(f"no registered method gives what it needs ({kind.needs})")
             return report
@@ -193,6 +219,11 @@ def _check_description(report: Conformance, method: Any, name: str) -> None:
     with report.check("settings are JSON and rebuild the same method"):
         recorded = json.loads(json.dumps(method.settings))
         assert get_method(name, **recorded).settings == method.settings
+    if decodings(method):
+        with report.check("it does a decoder task"):
+            assert decoder_tasks(method), f"decodings {decodings(method)} of no decoder task"
+    if not encoder_tasks(method):
+        return
     if method.rule:
         with report.check(f"its rule {method.rule!r} is registered and served by its models"):
             kind = get_rule(method.rule)

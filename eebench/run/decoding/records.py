@@ -12,7 +12,7 @@ from __future__ import annotations
 
 from typing import Any, Literal
 
-from pydantic import Field, model_validator
+from pydantic import Field, field_validator, model_validator
 
 from eebench.io import config_hash
 from eebench.models.decoder_exits import ExitSettings
@@ -25,8 +25,9 @@ DECODER_POINT_SCHEMA_VERSION = 1
 DECODE_SUMMARY_SCHEMA_VERSION = 1
 FLOPS_CONVENTION = "mac2-matmul"
 
-# the methods a decoder run reports, in table order
-METHODS = ("full", "static", "self-spec", "self-spec-adaptive", "calm")
+# the point methods of eebench's own decoder run, in table order: the full model, then the
+# registered decoder methods (eebench.methods.derived.decoder_methods; plugins add theirs)
+METHODS = ("full", "static", "ee-tuning", "self-spec", "self-spec-adaptive", "calm")
 
 
 class DecodeConfig(Data):
@@ -62,9 +63,21 @@ class DecodeConfig(Data):
     timing_prompts: int = Field(2, ge=1)
     timing_repeats: int = Field(3, ge=1)
     flops_convention: str = FLOPS_CONVENTION
+    # the registered decoder methods whose points the run makes, sorted (None: every one that
+    # does the task and fits the exits); left out of the hash when None, so the runs made before
+    # the field keep their names
+    methods: tuple[str, ...] | None = None
+
+    @field_validator("methods")
+    @classmethod
+    def _sorted(cls, v: tuple[str, ...] | None) -> tuple[str, ...] | None:
+        return None if v is None else tuple(sorted(set(v)))
 
     def key(self) -> str:
-        return config_hash(self.model_dump(mode="json"))
+        data = self.model_dump(mode="json")
+        if data["methods"] is None:
+            del data["methods"]
+        return config_hash(data)
 
     def candidate_ks(self) -> tuple[int, ...]:
         return tuple(self.ks) if self.ks is not None else tuple(self.exits.layers)
@@ -135,8 +148,8 @@ class DecoderPoint(Data):
     timing: DecodeTiming | None = None
     # self-spec: transformers' `assistant_early_exit` at the same k and d, timed beside it
     peer_timing: DecodeTiming | None = None
-    # the main metric of each sample, in the summary's sample order (a paired bootstrap
-    # compares two points sample by sample); None: not recorded
+    # the main metric of each sample (prompt or review) at this point, in the summary's sample
+    # order: per-prompt token agreement, per-review top-1 agreement (paired bootstrap)
     sample_main: list[float] | None = None
 
     @model_validator(mode="after")
@@ -145,6 +158,9 @@ class DecoderPoint(Data):
             raise ValueError(f"main {self.main} is not metrics[{self.main_metric!r}]")
         if abs(self.mflops_per_token - self.flops_per_token / 1e6) > 1e-6 * self.mflops_per_token:
             raise ValueError("mflops_per_token is not flops_per_token / 1e6")
+        if self.sample_main is not None and len(self.sample_main) != self.n_samples:
+            raise ValueError(f"sample_main has {len(self.sample_main)} values for "
+                             f"{self.n_samples} samples")
         return self
 
 

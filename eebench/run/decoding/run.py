@@ -21,6 +21,7 @@ import time
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
+from typing import Any
 
 from eebench.errors import DataError, UsageError
 from eebench.io import atomic_write_text, read_json, read_model, sha256_file, validated, write_json
@@ -95,6 +96,35 @@ def check_config(cfg: DecodeConfig) -> None:
     if cfg.tuning_steps and cfg.exits.head != "adapter":
         raise UsageError("EE-Tuning trains adapter exits: the logit lens has no parameters",
                          hint="add --head adapter, or leave --tune-steps at 0")
+    decoder_methods(cfg)
+
+
+def decoder_methods(cfg: DecodeConfig) -> list[Any]:
+    """The decoder methods whose points run `cfg` makes, in registry order: those it names
+    (each refused in one line where it is not a decoder method, does not do the task or does
+    not fit the exits), else every registered one that does the task and fits."""
+    from eebench.methods import decoder_derived as derived
+    from eebench.methods.base import METHODS, get_method
+
+    found = [get_method(n) for n in derived.decoder_methods(cfg.task)]
+    fit = [m for m in found if derived.decoder_refusal(m, cfg) is None]
+    if cfg.methods is None:
+        return fit
+    if not cfg.methods:
+        raise UsageError("methods: an empty list", hint="name decoder methods, or leave it "
+                         "unset for every one that fits")
+    named = {METHODS.canonical(n) for n in cfg.methods}
+    chosen = [get_method(n) for n in METHODS.names() if n in named]
+    for m in chosen:
+        if not derived.decodings(m):
+            raise UsageError(f"--method {m.name}: not a decoder method (`eebench run` runs it "
+                             "on the encoder tasks)",
+                             hint=f"decoder methods: {', '.join(derived.decoder_methods())}")
+        why = derived.decoder_refusal(m, cfg)
+        if why is not None:
+            raise UsageError(f"--method {m.name}: {why}", hint=f"methods for {cfg.task} with these "
+                             f"exits: {', '.join(x.name for x in fit)}")
+    return chosen
 
 
 def run_decoder(cfg: DecodeConfig, opts: DecodeOptions | None = None) -> DecodeRun:
@@ -103,8 +133,11 @@ def run_decoder(cfg: DecodeConfig, opts: DecodeOptions | None = None) -> DecodeR
 
     from eebench.measure.decoder_flops import exit_head_flops
     from eebench.measure.env import environment
+    from eebench.methods import decoder_derived as derived
     from eebench.models.decoder_exits import DecoderExits, num_layers, save_exits
     from eebench.models.decoders import load_causal_lm, load_decoder_tokenizer
+    from eebench.run.decoding.context import context
+    from eebench.tasks.catalog import get_task
     from eebench.tasks.lm import load_texts, prompt_ids, token_windows
 
     opts = opts or DecodeOptions()
@@ -131,18 +164,17 @@ def run_decoder(cfg: DecodeConfig, opts: DecodeOptions | None = None) -> DecodeR
                                 else None)
     total_layers = num_layers(model)
 
+    methods = decoder_methods(cfg)
     if cfg.task == "humaneval-gen":
         inputs = [torch.tensor(p, device=device) for p in prompt_ids(tokenizer, texts)]
         if any(len(p) == 0 for p in inputs):
             raise DataError(f"{cfg.task}: a prompt tokenised to nothing")
-        n_checks = len(cfg.checked_spec_points()) + len(cfg.real_thresholds())
-        steps = len(inputs) + len(cfg.exits.layers) + n_checks + (
-            1 + n_checks if cfg.timing else 0)
     else:
         inputs = [torch.tensor(w, device=device)
                   for w in token_windows(tokenizer, texts, cfg.data.max_tokens)]
-        steps = len(inputs)
-    tick = _ticker(opts, steps + (1 if cfg.tuning_steps else 0))
+    timed = cfg.timing and get_task(cfg.task).decoding == "greedy"
+    # a step per sample traced, per method's points, for EE-Tuning and for timing
+    tick = _ticker(opts, len(inputs) + len(methods) + bool(cfg.tuning_steps) + timed)
 
     losses: list[float] = []
     exits_file = None
@@ -153,25 +185,29 @@ def run_decoder(cfg: DecodeConfig, opts: DecodeOptions | None = None) -> DecodeR
         save_exits(exits, run_dir / EXITS_FILE)
         tick("EE-Tuning")
 
-    if cfg.task == "humaneval-gen":
-        from eebench.run.decoding.greedy import greedy_points, trace_prompts
+    if get_task(cfg.task).decoding == "greedy":
+        from eebench.run.decoding.greedy import trace_prompts
 
         traces = trace_prompts(model, exits, inputs, cfg.data.new_tokens, tick)
-        points = greedy_points(model, exits, inputs, traces, cfg, head_cost, tick)
-        if cfg.timing:
-            from eebench.models.decoders import quiet
-            from eebench.run.decoding.timing import time_points
-
-            with quiet():  # transformers' generate warnings (the peer) are not the run's
-                points = time_points(model, exits, inputs,
-                                     [t.tokens.tolist() for t in traces], points, cfg, tick)
     else:
-        from eebench.run.decoding.teacher import teacher_forced_points
+        from eebench.run.decoding.teacher import trace_reviews
 
-        points = teacher_forced_points(model, exits, inputs, cfg, head_cost, tick)
+        traces = trace_reviews(model, exits, inputs, tick)
+    ctx = context(cfg, model, exits, inputs, traces, head_cost, _noting(opts))
+    points = [ctx.point("full", {"k": total_layers}, ctx.score(*_full(ctx)), ctx.flops.full,
+                        mean_exit_layer=float(total_layers))]
+    for method in methods:
+        points += derived.decoder_points(method, ctx)
+        tick(method.name)
+    if timed:
+        from eebench.models.decoders import quiet
+        from eebench.run.decoding.timing import time_points
+
+        with quiet():  # transformers' generate warnings (the peer) are not the run's
+            points = time_points(ctx, {m.name: m for m in methods}, points, tick)
 
     atomic_write_text(run_dir / POINTS_FILE, "".join(p.model_dump_json() + "\n" for p in points))
-    full = next(p for p in points if p.method == "full")
+    full = points[0]
     checks = [p.agrees for p in points if p.agrees is not None]
     vouched = [CONFIG_FILE, ENV_FILE, POINTS_FILE] + ([EXITS_FILE] if exits_file else [])
     summary = DecodeSummary(
@@ -186,6 +222,20 @@ def run_decoder(cfg: DecodeConfig, opts: DecodeOptions | None = None) -> DecodeR
         wall_seconds=time.perf_counter() - started)
     write_json(run_dir / SUMMARY_FILE, summary)
     return DecodeRun(run_dir, cfg, points, summary, env=env)
+
+
+def _full(ctx) -> tuple:  # noqa: ANN001 - a DecodeContext
+    """The full model's own predictions: its greedy tokens, or its argmax and NLL."""
+    if ctx.decoding == "greedy":
+        return ([t.tokens for t in ctx.traces],)
+    return [t.argmax[-1] for t in ctx.traces], [t.nll[-1] for t in ctx.traces]
+
+
+def _noting(opts: DecodeOptions) -> Callable[[str], None]:
+    """A method's progress: what it does now, the bar not advanced."""
+    if opts.progress is None:
+        return lambda what: None
+    return lambda what: opts.progress(what, 0)  # type: ignore[misc]
 
 
 def _ticker(opts: DecodeOptions, total: int) -> Callable[[str], None]:

@@ -1,4 +1,5 @@
-"""Wall time of real decoding at batch size 1: greedy, self-spec, transformers' peer, CALM.
+"""Wall time of real decoding at batch size 1: greedy, and what each decoder method decodes for
+real (self-spec beside transformers' peer, CALM).
 
 Each path decodes exactly `new_tokens` tokens after each of the first `timing_prompts` prompts:
 one first (cold) call, reported apart, then `timing_repeats` timed calls per prompt. On CPU the
@@ -10,18 +11,17 @@ from __future__ import annotations
 
 import time
 from collections.abc import Callable
+from typing import Any
 
 import torch
-from torch import nn
 
-from eebench.models.decoder_exits import DecoderExits
-from eebench.rules.calm_decoding import calm_decode
-from eebench.rules.self_speculation import (
-    greedy_decode,
-    hf_early_exit_generate,
-    self_speculative_decode,
-)
+from eebench.errors import DataError
+from eebench.methods.decoder_derived import timed_decodes
+from eebench.methods.decoding import DecodeContext
+from eebench.rules.self_speculation import greedy_decode
 from eebench.run.decoding.records import DecodeConfig, DecoderPoint, DecodeTiming
+
+TIMED_FIELDS = {"timing", "peer_timing"}  # what a method's real decodes fill on its point
 
 
 def device_name(device: torch.device) -> str:
@@ -63,40 +63,32 @@ def time_path(decode: Callable[[torch.Tensor], list[int]], prompts: list[torch.T
                         raw_ms=raw, same_tokens=same)
 
 
-def time_points(model: nn.Module, exits: DecoderExits, prompts: list[torch.Tensor],
-                reference: list[list[int]], points: list[DecoderPoint], cfg: DecodeConfig,
+def time_points(ctx: DecodeContext, methods: dict[str, Any], points: list[DecoderPoint],
                 tick: Callable[[str], None]) -> list[DecoderPoint]:
-    """Timings added to the full point, the checked self-spec points (with transformers' peer
-    at the same k and d) and the CALM points decoded for real."""
+    """Timings added to the full point (the first) and to the points whose method has real
+    decodes to time (`derived.timed_decodes`: self-spec's checked points with transformers'
+    peer at the same k and d, CALM at the thresholds decoded for real)."""
+    cfg, model = ctx.cfg, ctx.model
     device = next(model.parameters()).device
-    prompts, reference = prompts[:cfg.timing_prompts], reference[:cfg.timing_prompts]
+    prompts = ctx.samples[:cfg.timing_prompts]
+    reference = [t.tokens.tolist() for t in ctx.traces[:cfg.timing_prompts]]
     n_new = cfg.data.new_tokens
     greedy = time_path(lambda p: greedy_decode(model, p[None], n_new)[0].tolist(), prompts,
                        reference, cfg, device)
     tick("timing")
-    base, out = greedy.ms_per_token, []
-    greedy = greedy.model_copy(update={"wall_speedup": 1.0})
-    checked = set(cfg.checked_spec_points())
-    real = set(cfg.real_thresholds())
-    for point in points:
-        s = point.setting
-        update: dict = {}
-        if point.method == "full":
-            update = {"timing": greedy}
-        elif point.method == "self-spec" and (s["k"], s["d"]) in checked:
-            k, d = int(s["k"]), int(s["d"])
-            update = {"timing": time_path(
-                lambda p, k=k, d=d: self_speculative_decode(model, exits, p, n_new, k, d).tokens,
-                prompts, reference, cfg, device, base),
-                "peer_timing": time_path(
-                lambda p, k=k, d=d: hf_early_exit_generate(model, p, n_new, k, d).tokens,
-                prompts, reference, cfg, device, base)}
-            tick("timing")
-        elif point.method == "calm" and s["threshold"] in real:
-            threshold = float(s["threshold"])
-            update = {"timing": time_path(
-                lambda p, t=threshold: calm_decode(model, exits, p, n_new, t, cfg.measure).tokens,
-                prompts, reference, cfg, device, base)}
+    base = greedy.ms_per_token
+    out = [points[0].model_copy(update={"timing": greedy.model_copy(
+        update={"wall_speedup": 1.0})})]
+    for point in points[1:]:
+        method = methods.get(point.method)
+        decodes = timed_decodes(method, ctx, point) if method is not None else {}
+        wrong = set(decodes) - TIMED_FIELDS
+        if wrong:
+            raise DataError(f"method {point.method!r} times {sorted(wrong)}: a point has "
+                            f"{', '.join(sorted(TIMED_FIELDS))}")
+        update = {name: time_path(decode, prompts, reference, cfg, device, base)
+                  for name, decode in decodes.items()}
+        if update:
             tick("timing")
         out.append(point.model_copy(update=update) if update else point)
     return out
