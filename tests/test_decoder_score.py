@@ -19,6 +19,7 @@ import torch
 import eebench.cli.plot  # noqa: F401  (registers the commands)
 import eebench.cli.score  # noqa: F401
 import eebench.cli.submit  # noqa: F401
+from eebench.errors import DataError
 from eebench.io import sha256_file, write_json
 from eebench.models.decoder_exits import ExitSettings
 from eebench.models.decoders import quiet, tiny_tokenizer
@@ -260,3 +261,24 @@ def test_the_committed_smollm2_run_makes_a_valid_submission(monkeypatch):
     data = sub.model_dump(mode="json")
     assert validate_data(data).model.name == "smollm2-135m"
     assert len(_points(data)) == 26
+
+
+def test_trained_exits_are_scored_against_the_lens_runs_static_truncation(tiny_run, data_dir,
+                                                                          tmp_path):
+    """A run whose exits EE-Tuning trained has `ee-tuning` truncations, no `static` ones: it is
+    scored against the static truncation of the untrained run of the same model, task and
+    samples, and alone it is refused in one line."""
+    torch.set_num_threads(1)
+    cfg = tiny_run.config.model_copy(update={
+        "exits": ExitSettings(layers=(1, 2, 3), head="adapter", rank=4), "tuning_steps": 2,
+        "tuning_samples": 2})
+    trained = run_decoder(cfg, DecodeOptions(out=tmp_path / "runs", data_dir=data_dir))
+    assert "ee-tuning" in {p.method for p in trained.points}
+    assert "static" not in {p.method for p in trained.points}
+    scored = score_decoder([tiny_run, trained])
+    curves = {label: curve for (_, label), curve in scored.curves.items()}
+    tuned = next(label for label in curves if label.startswith("ee-tuning"))
+    assert curves[tuned].static_label == "static"
+    assert curves[tuned] == curves["static"]
+    with pytest.raises(DataError, match="no static truncation to score it against"):
+        score_decoder([trained])

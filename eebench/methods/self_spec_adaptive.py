@@ -37,6 +37,8 @@ class AdaptiveSelfSpec(EarlyExitMethod):
             chosen = [adaptive_self_spec(t, ks, d, m) for t in ctx.traces]
             rounds = [r for _, r in chosen]
             counts = Counter(str(k) for k, _ in chosen)
+            # with the draft's cache reused, every position passes all L layers once whatever
+            # k drafted it: a decode's FLOPs depend on its rounds alone, not on k
             points.append(ctx.point(
                 self.name, {"d": d, "m": m}, greedy, ctx.flops.self_spec(rounds, ks[0], d),
                 **rate(rounds), chosen_k=dict(sorted(counts.items(), key=lambda c: int(c[0])))))

@@ -7,9 +7,11 @@ The reference curve of a decoder run is its own: the model truncated at each exi
 and the full model (k = L), joined piecewise linearly in FLOPs per token. Every other point of
 the run is scored against it with eebench.score.elue's formula (its main metric minus the curve
 at its FLOPs, `extrapolate` outside the curve's range), the mean over a method's points is its
-score. Runs of one task whose curves differ (another model, trained exits) keep their own: a
-curve is seed-averaged over the runs of one model and exit head, as a reference file averages
-its seeds. Self-speculation costs more FLOPs per token than the full model (every token runs all
+score. Runs of one task whose curves differ (another model) keep their own: a curve is
+seed-averaged over the runs of one model and exit head, as a reference file averages its seeds.
+A run whose exits EE-Tuning trained has no static points (its truncations are the `ee-tuning`
+method's): it is scored against the static truncation of a run with untrained exits of the same
+model, task, split and samples, given with it. Self-speculation costs more FLOPs per token than the full model (every token runs all
 L layers, and drafts pay for exit heads): under the default "clamp" the curve holds the full
 model's value there, so a lossless point scores 0 and a lossy one below.
 
@@ -68,14 +70,31 @@ class DecoderScore:
 
 def _groups(runs: Sequence[DecodeRun]) -> dict[str, tuple[str, str]]:
     """label -> (its curve's static label, full label): the run's own static and full points
-    (a label seen in several runs, as "full" of a lens and an adapter run, keeps the first)."""
+    (a label seen in several runs, as "full" of a lens and an adapter run, keeps the first). A
+    run with no static points (exits EE-Tuning trained: its truncations are `ee-tuning`) is
+    scored against the static truncation of a run of the same model, task, split and samples;
+    without one among `runs` it cannot be scored (one line)."""
     many = several_models(runs)
-    out: dict[str, tuple[str, str]] = {}
+
+    def same(run: DecodeRun) -> tuple:
+        c = run.config
+        return (c.model, c.task, c.split, c.data.model_dump_json())
+
+    own: dict[tuple, tuple[str, str]] = {}
     for run in runs:
         static = next((p for p in run.points if p.method == "static"), None)
         full = next(p for p in run.points if p.method == "full")
-        pair = (decoder_label(run, static, many) if static is not None else "",
-                decoder_label(run, full, many))
+        if static is not None:
+            own.setdefault(same(run), (decoder_label(run, static, many),
+                                       decoder_label(run, full, many)))
+    out: dict[str, tuple[str, str]] = {}
+    for run in runs:
+        pair = own.get(same(run))
+        if pair is None:
+            raise DataError(f"{run.path}: no static truncation to score it against (its exits "
+                            f"were trained: its truncations are {run.points[1].method!r})",
+                            hint="score it with a run of untrained exits (--head lens) of the "
+                                 "same model, task and samples")
         for p in run.points:
             out.setdefault(f"{p.task}\0{decoder_label(run, p, many)}", pair)
     return out

@@ -35,7 +35,7 @@ from eebench.run.decoding import DecoderPoint, DecodeRun, read_decoder_run
 from eebench.score.table import METRIC_PREFIX
 
 # the settings that make each method's sweep, in order (the others go into the label)
-SWEEPS = {"full": ("k",), "static": ("k",), "self-spec": ("k", "d"),
+SWEEPS = {"full": ("k",), "static": ("k",), "ee-tuning": ("k",), "self-spec": ("k", "d"),
           "self-spec-adaptive": ("d",), "calm": ("threshold",)}
 # settings left out of the label at these values (DecodeConfig's defaults)
 LABEL_DEFAULTS: dict[str, Any] = {"measure": "maxprob", "m": 8}
@@ -95,10 +95,19 @@ def several_models(runs: Sequence[DecodeRun]) -> bool:
 
 
 def decoder_records(runs: Sequence[DecodeRun]) -> Iterator[dict[str, Any]]:
-    """One record of the results table per point of decoder runs, in the given order."""
+    """One record of the results table per point of decoder runs, in the given order. The full
+    model's point is one per model, task, split, samples and seed: runs that differ only in
+    their exits (the logit lens and trained ones) decode it alike, and it is kept once."""
     many = several_models(runs)
+    fulls: set[tuple] = set()
     for run in runs:
+        c = run.config
         for row, p in enumerate(run.points):
+            if p.method == "full":
+                same = (c.model, c.task, c.split, c.data.model_dump_json())
+                if same in fulls:
+                    continue
+                fulls.add(same)
             param, value = decoder_sweep(p)
             layer = p.mean_exit_layer
             yield {
