@@ -11,9 +11,10 @@ score. Runs of one task whose curves differ (another model) keep their own: a cu
 seed-averaged over the runs of one model and exit head, as a reference file averages its seeds.
 A run whose exits EE-Tuning trained has no static points (its truncations are the `ee-tuning`
 method's): it is scored against the static truncation of a run with untrained exits of the same
-model, task, split and samples, given with it. Self-speculation costs more FLOPs per token than the full model (every token runs all
-L layers, and drafts pay for exit heads): under the default "clamp" the curve holds the full
-model's value there, so a lossless point scores 0 and a lossy one below.
+model, task, split and samples, given with it. Self-speculation costs more FLOPs per token than
+the full model (every token runs all L layers, and drafts pay for exit heads): under the default
+"clamp" the curve holds the full model's value there, so a lossless point scores 0 and a lossy
+one below.
 
 Hypervolume and AUC are measured from the full model's FLOPs per token and 0 % agreement.
 """
