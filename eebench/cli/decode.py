@@ -56,8 +56,108 @@ def _default_exits(model: str) -> tuple[int, ...]:
     return tuple(range(step, layers, step))
 
 
+# the options that are the run's settings (a --config file holds them instead)
+SETTINGS = ("model", "task", "split", "samples", "seed", "new_tokens", "max_tokens", "exits",
+            "head", "rank", "method", "tune_steps", "drafts", "ks", "thresholds", "measure",
+            "calm_real", "spec_checks", "timing", "timing_prompts", "timing_repeats")
+
+
+def _given(ctx: typer.Context, name: str) -> bool:
+    """Whether option `name` was given on the command line (not its default)."""
+    return getattr(ctx.get_parameter_source(name), "name", "DEFAULT") != "DEFAULT"
+
+
+def _checked(make, hint: str):  # noqa: ANN001, ANN202 - a DecodeConfig from make()
+    """make() with a settings error as one line (its field and pydantic's message)."""
+    from pydantic import ValidationError
+
+    try:
+        return make()
+    except ValidationError as e:
+        first = e.errors()[0]
+        where = ".".join(str(x) for x in first["loc"])
+        raise UsageError(f"{where}: {first['msg']}", hint=hint) from None
+
+
+def _spec_checks(fields: dict, checks: str | list | None):  # noqa: ANN202 - a DecodeConfig
+    """A DecodeConfig of `fields` whose self-spec checks are `checks`: "longest" (every k at the
+    longest d; the default), "all" (every k and d), "k:d,k:d" or a list of [k, d] pairs."""
+    from eebench.run.decoding import DecodeConfig
+
+    cfg = DecodeConfig(**fields)
+    if checks is None or checks == "longest":
+        return cfg
+    if checks == "all":
+        pairs = [(k, d) for k in cfg.candidate_ks() for d in cfg.draft_lengths]
+    elif isinstance(checks, str):
+        try:
+            pairs = [tuple(int(x) for x in pair.split(":")) for pair in checks.split(",") if pair]
+        except ValueError:
+            pairs = [()]
+        if not pairs or any(len(pair) != 2 for pair in pairs):
+            raise UsageError(f"--spec-checks {checks!r}: not longest, all or k:d pairs",
+                             hint="e.g. --spec-checks 6:4,12:2")
+    else:
+        pairs = [tuple(pair) for pair in checks]
+    return DecodeConfig(**{**fields, "spec_checks": pairs})
+
+
+def config_from_file(path: Path):  # noqa: ANN201 - a DecodeConfig
+    """The run's settings from a TOML file of DecodeConfig's fields (`spec_checks` may be
+    "longest", "all" or [k, d] pairs), each error in one line naming the file."""
+    import tomllib
+
+    from eebench.errors import DataError
+
+    try:
+        fields = tomllib.loads(Path(path).read_text(encoding="utf-8"))
+    except OSError as e:
+        raise DataError(f"{path}: {e.strerror or e}") from None
+    except tomllib.TOMLDecodeError as e:
+        raise DataError(f"{path}: not TOML: {e}") from None
+    checks = fields.pop("spec_checks", None)
+    return _checked(lambda: _spec_checks(fields, checks), f"the fields of {path}: eebench "
+                    "decode's settings (docs/decoders.md)")
+
+
+def show_plan(cfg, out: Path, json_out: bool) -> None:  # noqa: ANN001 - a DecodeConfig
+    """What a run of `cfg` is, from its settings alone: no model, no data."""
+    from eebench.run.decoding.run import (
+        SUMMARY_FILE,
+        check_config,
+        decoder_methods,
+        decoder_run_dir,
+    )
+
+    check_config(cfg)
+    methods = [m.name for m in decoder_methods(cfg)]
+    path = decoder_run_dir(cfg, out)
+    greedy = cfg.task == "humaneval-gen"
+    plan = {"path": str(path), "key": cfg.key(), "finished": (path / SUMMARY_FILE).is_file(),
+            "model": cfg.model, "task": cfg.task, "split": cfg.split,
+            "samples": cfg.data.samples, "exit_layers": list(cfg.exits.layers),
+            "head": cfg.exits.head, "tuning_steps": cfg.tuning_steps, "methods": methods,
+            "spec_checks": [list(p) for p in cfg.checked_spec_points()] if greedy else [],
+            "calm_real": list(cfg.real_thresholds()) if greedy else [],
+            "timing": cfg.timing and greedy, "config": cfg.model_dump(mode="json")}
+    if json_out:
+        print_json(plan)
+        return
+    state = "finished (a run returns it as it is)" if plan["finished"] else "to run"
+    err_console.print(
+        f"{cfg.model} on {cfg.task} ({cfg.split}, {cfg.data.samples} samples): {cfg.exits.head} "
+        f"exits at {list(cfg.exits.layers)}"
+        + (f", EE-Tuning {cfg.tuning_steps} steps" if cfg.tuning_steps else "")
+        + f"\nmethods: {', '.join(methods)}"
+        + (f"\nself-spec checked for real at (k, d): {plan['spec_checks']}; CALM decoded for "
+           f"real at {plan['calm_real']}" if greedy else "")
+        + ("; timed at batch size 1" if plan["timing"] else "")
+        + f"\nrun key {plan['key']}: {path} ({state})")
+
+
 @app.command("decode", rich_help_panel=PANEL)
 def decode_command(
+    ctx: typer.Context,
     model: Annotated[str, typer.Option(
         "--model", help="Decoder: smollm2-135m (bundled), a local decoder model directory or a "
         "Llama-family hub id.")] = "smollm2-135m",
@@ -98,6 +198,10 @@ def decode_command(
     calm_real: Annotated[str | None, typer.Option(
         "--calm-real", help="Thresholds also decoded for real (default: lowest, middle, "
         "highest).", show_default=False)] = None,
+    spec_checks: Annotated[str, typer.Option(
+        "--spec-checks", help="Self-speculation points decoded for real and checked against the "
+        "simulation: longest (every k at the longest d), all (every k and d), or k:d pairs, "
+        "comma-separated.")] = "longest",
     timing: Annotated[bool, typer.Option(
         "--timing/--no-timing", help="humaneval-gen: time real decoding at batch size 1.")
                       ] = False,
@@ -109,6 +213,13 @@ def decode_command(
         "--device", help="cpu or cuda (default: cuda when present).", show_default=False)
                       ] = None,
     overwrite: Annotated[bool, typer.Option("--overwrite", help="Redo a finished run.")] = False,
+    config: Annotated[Path | None, typer.Option(
+        "--config", help="The run's settings from a TOML file (DecodeConfig's fields: model, "
+        "task, data, exits, ...); the settings options are then not given.",
+        show_default=False)] = None,
+    dry_run: Annotated[bool, typer.Option(
+        "--dry-run", help="Say what the run is (its settings, hash, directory, methods, "
+        "whether it is finished) without loading a model or data.")] = False,
     data_dir: Path | None = DataDirOption,
     json_out: bool = JsonOption,
 ) -> None:
@@ -122,34 +233,36 @@ def decode_command(
     Example: eebench decode --model smollm2-135m --task humaneval-gen --samples 8
     --new-tokens 32 --exits 6,12,18,24
     """
-    from pydantic import ValidationError
+    from eebench.run.decoding import DecodeOptions, run_decoder
 
-    from eebench.run.decoding import DecodeConfig, DecodeOptions, run_decoder
-
-    if task not in ("humaneval-gen", "imdb-lm"):
-        raise UsageError(f"--task {task!r} is not a decoder task",
-                         hint="choose humaneval-gen or imdb-lm")
     if device not in (None, "cpu", "cuda"):
         raise UsageError(f"--device {device!r}", hint="cpu or cuda")
-    layers = _numbers(exits, int, "--exits")
-    try:
-        if layers is None:
-            layers = _default_exits(model)
-        cfg = DecodeConfig(
+    if config is not None:
+        given = [f"--{name.replace('_', '-')}" for name in SETTINGS if _given(ctx, name)]
+        if given:
+            raise UsageError(f"{', '.join(given)}: given with --config, whose file holds the "
+                             "run's settings", hint="set them in the file, or leave --config out")
+        cfg = config_from_file(config)
+    else:
+        if task not in ("humaneval-gen", "imdb-lm"):
+            raise UsageError(f"--task {task!r} is not a decoder task",
+                             hint="choose humaneval-gen or imdb-lm")
+        layers = _numbers(exits, int, "--exits")
+        cfg = _checked(lambda: _spec_checks(dict(
             model=model, task=task, split=split,
             data={"samples": samples, "seed": seed, "new_tokens": new_tokens,
                   "max_tokens": max_tokens},
-            exits={"layers": layers, "head": head, "rank": rank},
+            exits={"layers": layers if layers is not None else _default_exits(model),
+                   "head": head, "rank": rank},
             tuning_steps=tune_steps, ks=_numbers(ks, int, "--ks"),
             draft_lengths=_numbers(drafts, int, "--drafts"),
             thresholds=_numbers(thresholds, float, "--thresholds"), measure=measure,
             calm_real=_numbers(calm_real, float, "--calm-real"), timing=timing,
             timing_prompts=timing_prompts, timing_repeats=timing_repeats,
-            methods=tuple(method) if method else None)
-    except ValidationError as e:
-        first = e.errors()[0]
-        where = ".".join(str(x) for x in first["loc"])
-        raise UsageError(f"{where}: {first['msg']}", hint="eebench decode --help") from None
+            methods=tuple(method) if method else None), spec_checks), "eebench decode --help")
+    if dry_run:
+        show_plan(cfg, out, json_out)
+        return
     opts = DecodeOptions(out=out_dir(out, "the run directory"),
                          data_dir=resolve_data_dir(data_dir), overwrite=overwrite, device=device)
     with progress(transient=True) as bar:
