@@ -136,6 +136,38 @@ def test_trained_exits_make_ee_tuning_points(damped_dir, data_dir, tmp_path):
     assert run.summary.exits_file and len(run.summary.tuning_losses) == 2
 
 
+def test_runs_that_tune_alike_share_one_training(damped_dir, data_dir, tmp_path, monkeypatch):
+    """EE-Tuning's exits are kept in the tuning folder: the other task's run with the same
+    tuning reads them (its losses and wall time with them) instead of training again; exits
+    changed there are refused in one line."""
+    import eebench.train.exit_tuning as tuning
+    from eebench.errors import DataError
+    from eebench.run.decoding.run import tuning_dir
+
+    trained = []
+    real = tuning.train_exits
+    monkeypatch.setattr(tuning, "train_exits", lambda *a, **k: trained.append(1) or real(*a, **k))
+    exits = ExitSettings(layers=(1, 2, 3), head="adapter", rank=4)
+    lm = run_decoder(_cfg(damped_dir, "imdb-lm", exits=exits, tuning_steps=2, tuning_samples=2),
+                     DecodeOptions(out=tmp_path, data_dir=data_dir))
+    gen = run_decoder(_cfg(damped_dir, "humaneval-gen", exits=exits, tuning_steps=2,
+                           tuning_samples=2), DecodeOptions(out=tmp_path, data_dir=data_dir))
+    assert trained == [1]
+    assert lm.summary.tuning_key == gen.summary.tuning_key
+    assert lm.summary.tuning_losses == gen.summary.tuning_losses
+    assert lm.summary.tuning_seconds == gen.summary.tuning_seconds > 0
+    assert (lm.path / "exits.safetensors").read_bytes() == (gen.path / "exits.safetensors"
+                                                            ).read_bytes()
+    folder = tuning_dir(gen.config, tmp_path)
+    assert (folder / "tuning.json").is_file()
+    with open(folder / "exits.safetensors", "ab") as f:
+        f.write(b"\0")
+    with pytest.raises(DataError, match="does not match the sha256"):
+        run_decoder(_cfg(damped_dir, "humaneval-gen", exits=exits, tuning_steps=2,
+                         tuning_samples=2, measure="margin"),
+                    DecodeOptions(out=tmp_path, data_dir=data_dir))
+
+
 PLUGIN = '''
 from eebench.methods import EarlyExitMethod, register_method
 

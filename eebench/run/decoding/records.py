@@ -182,6 +182,10 @@ class DecodeSummary(Data):
     num_points: int
     full_model: dict[str, Any]
     tuning_losses: list[float] = Field(default_factory=list)
+    # EE-Tuning's key (its folder, eebench.run.decoding.run.tuning_dir) and its wall time, in
+    # this run or in the earlier run that trained the same exits
+    tuning_key: str | None = None
+    tuning_seconds: float | None = None
     exits_file: str | None = None  # trained exit heads (safetensors), in the run directory
     all_checks_agree: bool | None = None  # every checked self-spec point agrees (None: none)
     files: dict[str, str] = Field(default_factory=dict)  # sha256 of config, env, points
@@ -200,3 +204,12 @@ def decoder_point(cfg: DecodeConfig, main_metric: str, method: str, setting: dic
         flops_convention=cfg.flops_convention, flops_per_token=float(flops_per_token),
         mflops_per_token=float(flops_per_token) / 1e6,
         flops_speedup=float(full_flops) / float(flops_per_token), **extra)
+
+
+class Tuning(Data):
+    """Exits EE-Tuning trained, kept for the runs that tune alike (`tuning.json` beside them)."""
+
+    key: str
+    losses: list[float]
+    wall_seconds: float
+    exits_sha256: str

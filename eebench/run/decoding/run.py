@@ -24,12 +24,26 @@ from pathlib import Path
 from typing import Any
 
 from eebench.errors import DataError, UsageError
-from eebench.io import atomic_write_text, read_json, read_model, sha256_file, validated, write_json
-from eebench.run.decoding.records import DecodeConfig, DecoderPoint, DecodeSummary
+from eebench.io import (
+    atomic_write_text,
+    config_hash,
+    read_json,
+    read_model,
+    sha256_file,
+    validated,
+    write_json,
+)
+from eebench.run.decoding.records import (
+    DecodeConfig,
+    DecoderPoint,
+    DecodeSummary,
+    Tuning,
+)
 
 CONFIG_FILE, ENV_FILE, POINTS_FILE, SUMMARY_FILE = (
     "config.json", "env.json", "points.jsonl", "summary.json")
 EXITS_FILE = "exits.safetensors"
+TUNING_FILE = "tuning.json"  # beside a tuning folder's exits: their key, losses, wall time
 TUNING_TASK = "imdb-lm"  # the decoder task with training texts
 
 
@@ -177,9 +191,10 @@ def run_decoder(cfg: DecodeConfig, opts: DecodeOptions | None = None) -> DecodeR
     tick = _ticker(opts, len(inputs) + len(methods) + bool(cfg.tuning_steps) + timed)
 
     losses: list[float] = []
-    exits_file = None
+    exits_file = tuning = None
     if cfg.tuning_steps:
-        losses = _tune(model, exits, tokenizer, cfg, opts, device)
+        tuning = _tuned(model, exits, tokenizer, cfg, opts, device)
+        losses = tuning.losses
         exits.eval()
         exits_file = EXITS_FILE
         save_exits(exits, run_dir / EXITS_FILE)
@@ -217,6 +232,7 @@ def run_decoder(cfg: DecodeConfig, opts: DecodeOptions | None = None) -> DecodeR
         sample_tokens=[len(x) for x in inputs], num_points=len(points),
         full_model={"metrics": full.metrics, "flops_per_token": full.flops_per_token},
         tuning_losses=losses, exits_file=exits_file,
+        tuning_key=tuning and tuning.key, tuning_seconds=tuning and tuning.wall_seconds,
         all_checks_agree=all(checks) if checks else None,
         files={name: sha256_file(run_dir / name) for name in vouched},
         wall_seconds=time.perf_counter() - started)
@@ -243,6 +259,50 @@ def _ticker(opts: DecodeOptions, total: int) -> Callable[[str], None]:
         return lambda what: None
     opts.progress("start", total)
     return lambda what: opts.progress(what, 1)  # type: ignore[misc]
+
+
+def tuning_key(cfg: DecodeConfig) -> str:
+    """What EE-Tuning's result depends on, hashed: the model, the exits, the tuning settings and
+    its texts (imdb-lm's training reviews: how many, their seed and window)."""
+    return config_hash({"model": cfg.model, "exits": cfg.exits.model_dump(mode="json"),
+                        "steps": cfg.tuning_steps, "lr": cfg.tuning_lr,
+                        "samples": cfg.tuning_samples, "seed": cfg.data.seed,
+                        "max_tokens": cfg.data.max_tokens})
+
+
+def tuning_dir(cfg: DecodeConfig, out: Path) -> Path:
+    """Where trained exits are kept for every run of `out` that tunes them alike (a humaneval-gen
+    and an imdb-lm run share one training): `<out>/<model>/exits/<tuning key>/`."""
+    from eebench.train.checkpoint import model_slug
+
+    return Path(out) / model_slug(cfg.model) / "exits" / tuning_key(cfg)
+
+
+def _tuned(model, exits, tokenizer, cfg: DecodeConfig, opts: DecodeOptions, device) -> Tuning:
+    """The run's exits EE-Tuned: read from the tuning folder where an earlier run of the same
+    tuning left them (its losses and wall time with them), else trained and left there."""
+    from safetensors.torch import load_file
+
+    from eebench.models.decoder_exits import save_exits
+
+    folder = tuning_dir(cfg, opts.out)
+    record = folder / TUNING_FILE
+    if record.is_file() and (folder / EXITS_FILE).is_file():
+        done = read_model(record, Tuning)
+        if sha256_file(folder / EXITS_FILE) != done.exits_sha256:
+            raise DataError(f"{folder / EXITS_FILE}: does not match the sha256 {record} recorded",
+                            hint=f"delete {folder} to train the exits again")
+        exits.load_state_dict(load_file(str(folder / EXITS_FILE), device=str(device)))
+        return done
+    started = time.perf_counter()
+    losses = _tune(model, exits, tokenizer, cfg, opts, device)
+    folder.mkdir(parents=True, exist_ok=True)
+    save_exits(exits, folder / EXITS_FILE)
+    done = Tuning(key=tuning_key(cfg), losses=losses,
+                  wall_seconds=time.perf_counter() - started,
+                  exits_sha256=sha256_file(folder / EXITS_FILE))
+    write_json(record, done)  # written last: a folder with one is complete
+    return done
 
 
 def _tune(model, exits, tokenizer, cfg: DecodeConfig, opts: DecodeOptions, device) -> list[float]:
