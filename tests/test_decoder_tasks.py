@@ -149,10 +149,19 @@ def test_the_hub_offline_is_one_line(task, split, tmp_path, monkeypatch):
     monkeypatch.setenv("HF_HUB_OFFLINE", "1")
     monkeypatch.setenv("HF_DATASETS_CACHE", str(tmp_path / "empty"))
     monkeypatch.setattr("huggingface_hub.constants.HF_HUB_CACHE", str(tmp_path / "empty"))
+    monkeypatch.setattr("eebench.tasks.package.installed", lambda spec: False)  # the hub's turn
     with pytest.raises(DataError) as e:
         load_split(task, split, None)
     assert "\n" not in str(e.value) and "offline" in e.value.message
     assert get_task(task).hub.path in e.value.message
+
+
+def test_humaneval_prompts_come_from_the_package_with_or_without_a_data_dir(tmp_path,
+                                                                            monkeypatch):
+    monkeypatch.setenv("HF_HUB_OFFLINE", "1")  # the hub is never asked
+    without = load_split("humaneval-gen", "test", None)
+    assert len(without) == 164 and without.source.startswith("package:")
+    assert load_split("humaneval-gen", "test", tmp_path).texts == without.texts
 
 
 # ------------------------------------------------------------------------------ IMDb reviews

