@@ -634,6 +634,56 @@ method's column is its best seed-averaged point at no more FLOPs.
 curve](figures/published/elasticbert-sst2.png)
 
 {{table}}"""}),
+    Block(name="decoder", kind="decoders", marker="decoder",
+          heading="## Decoder LLMs: per-token exits and self-speculation on SmolLM2-135M",
+          runs={"main": Runs(folder=f"{RESULTS}/decoder-smollm2")},
+          options={"figures": "docs/figures/decoder", "link": "figures/decoder"},
+          text={"none": "No finished decoder run yet: `bash benchmarks/decoder_smollm2.sh`.",
+                "task": """\
+### {title}
+
+{figure}
+
+**Every point** (quality in % of the full model's output; MFLOPs per generated or predicted
+token; wall × is greedy decoding's time per token over the point's, measured side by side at
+batch size 1 where the run timed it; the last column is what real decoding said about the
+simulation)
+
+{points}
+
+**ELUE-style score against the static truncation** (each point's quality minus the static
+curve's at its FLOPs per token, averaged over the method's points; the FLOPs axis clamps at the
+full model, so a lossless method that costs more FLOPs than it scores 0)
+
+{scores}""",
+                "body": """\
+Built by `python benchmarks/report.py --block decoder` from {n_runs:~run} of
+`bash benchmarks/decoder_smollm2.sh` (`benchmarks/results/decoder-smollm2`): SmolLM2-135M-Instruct
+(30 layers, hidden 576, a 49,152-token tied LM head, fp32), exits after layers 6, 12, 18 and 24.
+humaneval-gen: 8 HumanEval prompts, exactly 32 greedy tokens each, quality as token agreement
+with the full model's greedy output; imdb-lm: 64 IMDb test reviews of up to 256 tokens,
+teacher-forced, quality as top-1 agreement with the full model. Two kinds of exit: the logit lens
+(the final norm and the LM head read after layer k, untrained: the `static` curve every other
+point is scored against) and adapter exits EE-Tuning trained on the frozen model ({tuning}, on
+imdb-lm's training reviews; the same exits serve both tasks). Self-speculation and its
+per-prompt choice of exit are lossless by construction; every self-speculation point was also
+decoded for real, and the table says whether its tokens equal greedy's and its accepted lengths
+the simulated ones, prompt by prompt. CALM's points assume an oracle cache; at three thresholds
+it was also decoded for real with the exited states copied into the skipped layers, and the
+table gives the real quality and its difference from the oracle. Hardware: {hardware}; no GPU.
+
+{tasks}"""}),
+    Block(name="decoder-timing", kind="decoders", marker="decoder-timing",
+          doc="docs/benchmarks.md", runs={"main": Runs(folder=f"{RESULTS}/decoder-smollm2")},
+          options={"part": "timing"},
+          text={"body": """\
+Built by `python benchmarks/report.py --block decoder-timing` from the timed humaneval-gen runs
+of `bash benchmarks/decoder_smollm2.sh` (docs/results.md, "Decoder LLMs"). Hardware: {hardware};
+the machine ran other jobs beside it, so absolute times are noisy; the ratios, measured side by
+side in one process, are what to read. Wall time per token at batch size 1 over 2 prompts, 3
+repeats each, after a warm-up (the first call reported apart), exactly 32 new tokens.
+
+{timing}"""}),
     Block(name="shift", kind="shift", marker="shift", heading="## Domain shift",
           runs={"main": Runs(folder=f"{RESULTS}/shift-minilm")},
           options={"trained_on": "sst2", "evaluated": ["sst2", "elue-sst2", "elue-imdb"],

@@ -167,6 +167,7 @@ def generate(blocks: Iterable[Block], ctx: Context, names: Iterable[str] | None 
 # The built-in kinds, a module each (or two to a module), imported when a block first names one.
 for _name, _ref in (("ablation", "ablation:ablation_block"), ("claims", "claims:claims"),
                     ("static-curves", "curves:static_curves"), ("run-cost", "curves:run_cost"),
+                    ("decoders", "decoders:decoders_block"),
                     ("difficulty", "difficulty:difficulty_block"),
                     ("elue-benchmark", "elue:benchmark_page"),
                     ("full-models", "full_models:full_models"),
