@@ -10,7 +10,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING
 
 from eebench.api.grid import data_dir_of
-from eebench.errors import UsageError
+from eebench.errors import DataError, UsageError
 from eebench.score.policy import EXTRAPOLATE
 
 if TYPE_CHECKING:
@@ -123,7 +123,11 @@ def score(runs: Runs, reference: str | Path | ReferenceCurves | None = None,
     from eebench.score.sections import score_sections
 
     check_score_options(extrapolate, compare, n_resamples, seed, budgets)
-    encoders, decoders = _split(runs)
+    try:
+        encoders, decoders = _split(runs)
+    except DataError:
+        _reference(reference)  # a bad reference file is named before missing runs
+        raise
     if decoders:
         _no_reference(reference, "--reference")
         return _score_decoders(decoders, extrapolate, compare, n_resamples, seed, budgets,
