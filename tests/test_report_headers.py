@@ -69,11 +69,17 @@ def test_a_full_models_column_with_one_seed_cells_says_so():
                            "searches": {"mpnet": "search"}, "published": [],
                            "tasks": ["rte", "elue-mrpc", "cola"]},
                   text={"body": "{table}", "none": "none"})
+    from eebench.reports.seeds import seed_counts
+
     head, rows = _table(block)
     cells = [row[2] for row in rows if row[2] != "–"]
     one, more = [c for c in cells if "±" not in c], [c for c in cells if "±" in c]
     assert head[2].endswith("seed 1 the search's pick on dev")
+    assert "3 seeds" not in head[2] or more  # never three for all where a cell has one
     if one and more:
         assert head[2].startswith("MPNet: 3 seeds, 1 where a cell has no ±")
-    else:
-        assert head[2].startswith("MPNet: 3 seeds" if more else "MPNet: 1 seed;")
+    elif not more:
+        assert head[2].startswith("MPNet: 1 seed;")
+    else:  # every cell of two or more seeds: the counts said as they are (2 or 3)
+        assert head[2].startswith("MPNet: " + seed_counts([2, 3])) or \
+            head[2].startswith("MPNet: 3 seeds")

@@ -59,8 +59,8 @@ def _values(block, ctx):
 def test_the_built_in_kinds_are_registered_lazily_in_one_registry():
     """Every kind is a name in the one registry; looking one up imports its module."""
     assert set(KINDS.builtin()) == {
-        "ablation", "claims", "static-curves", "run-cost", "difficulty", "elue-benchmark",
-        "full-models", "published-curve", "quality", "shift", "token-benchmark"}
+        "ablation", "claims", "static-curves", "run-cost", "decoders", "difficulty",
+        "elue-benchmark", "full-models", "published-curve", "quality", "shift", "token-benchmark"}
     assert KINDS.source("test-kind") != "eebench"  # this test module's own
     for name in KINDS.builtin():
         assert callable(KINDS.get(name))
