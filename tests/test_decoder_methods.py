@@ -239,3 +239,26 @@ def test_each_command_refuses_the_others_methods_and_tasks_in_one_line(args, mes
     result = invoke(*args, *extra, "--out", tmp_path / "runs")
     assert result.exit_code == 2, result.output
     assert message in result.stderr and len(result.stderr.strip().splitlines()) == 1
+
+
+def test_a_run_another_process_holds_is_refused_in_one_line(damped_dir, data_dir, tmp_path):
+    """A decoder run holds `.lock` in its directory while it works (an flock: it goes with its
+    process); a second process on the same run is refused, and once the lock is let go the run
+    goes ahead and leaves no lock held."""
+    from eebench.errors import DataError
+    from eebench.io.locks import held_elsewhere, take_lock
+    from eebench.run.decoding import decoder_run_dir
+
+    cfg = _cfg(damped_dir, "imdb-lm")
+    run_dir = decoder_run_dir(cfg, tmp_path)
+    run_dir.mkdir(parents=True)
+    holder = take_lock(run_dir / ".lock")
+    with pytest.raises(DataError, match="another process is running it"):
+        run_decoder(cfg, DecodeOptions(out=tmp_path, data_dir=data_dir))
+    assert not (run_dir / "summary.json").exists()
+    holder.close()
+    run = run_decoder(cfg, DecodeOptions(out=tmp_path, data_dir=data_dir))
+    assert run.path == run_dir and (run_dir / "summary.json").is_file()
+    assert not held_elsewhere(run_dir / ".lock")
+    again = run_decoder(cfg, DecodeOptions(out=tmp_path, data_dir=data_dir, overwrite=True))
+    assert not again.skipped and (run_dir / ".lock").is_file()

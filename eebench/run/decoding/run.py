@@ -43,6 +43,7 @@ from eebench.run.decoding.records import (
 CONFIG_FILE, ENV_FILE, POINTS_FILE, SUMMARY_FILE = (
     "config.json", "env.json", "points.jsonl", "summary.json")
 EXITS_FILE = "exits.safetensors"
+LOCK_FILE = ".lock"  # held while a process works on the run (git ignores it)
 TUNING_FILE = "tuning.json"  # beside a tuning folder's exits: their key, losses, wall time
 TUNING_TASK = "imdb-lm"  # the decoder task with training texts
 
@@ -142,7 +143,30 @@ def decoder_methods(cfg: DecodeConfig) -> list[Any]:
 
 
 def run_decoder(cfg: DecodeConfig, opts: DecodeOptions | None = None) -> DecodeRun:
-    """Run `cfg` (or return its finished directory as it is: `skipped`)."""
+    """Run `cfg` (or return its finished directory as it is: `skipped`). The run holds its
+    directory's lock (`.lock`, eebench.io.locks) while it works: a second process on the same
+    run is refused in one line, and one that crashed leaves no lock behind."""
+    from eebench.io.locks import take_lock
+
+    opts = opts or DecodeOptions()
+    check_config(cfg)
+    run_dir = decoder_run_dir(cfg, opts.out)
+    run_dir.mkdir(parents=True, exist_ok=True)
+    lock = take_lock(run_dir / LOCK_FILE, wait=False)
+    if lock is None:
+        raise DataError(f"{run_dir}: another process is running it",
+                        hint="wait for it to finish; a rerun then returns its results")
+    try:
+        if opts.overwrite:
+            for entry in run_dir.iterdir():
+                if entry.name != LOCK_FILE:
+                    shutil.rmtree(entry) if entry.is_dir() else entry.unlink()
+        return _run_decoder(cfg, opts, run_dir)
+    finally:
+        lock.close()
+
+
+def _run_decoder(cfg: DecodeConfig, opts: DecodeOptions, run_dir: Path) -> DecodeRun:
     import torch
 
     from eebench.measure.decoder_flops import exit_head_flops
@@ -154,11 +178,6 @@ def run_decoder(cfg: DecodeConfig, opts: DecodeOptions | None = None) -> DecodeR
     from eebench.tasks.catalog import get_task
     from eebench.tasks.lm import load_texts, prompt_ids, token_windows
 
-    opts = opts or DecodeOptions()
-    check_config(cfg)
-    run_dir = decoder_run_dir(cfg, opts.out)
-    if opts.overwrite and run_dir.exists():
-        shutil.rmtree(run_dir)
     if (run_dir / SUMMARY_FILE).is_file():
         done = read_decoder_run(run_dir)
         done.skipped = True
@@ -281,11 +300,20 @@ def tuning_dir(cfg: DecodeConfig, out: Path) -> Path:
 def _tuned(model, exits, tokenizer, cfg: DecodeConfig, opts: DecodeOptions, device) -> Tuning:
     """The run's exits EE-Tuned: read from the tuning folder where an earlier run of the same
     tuning left them (its losses and wall time with them), else trained and left there."""
+    from eebench.io.locks import locked
+
+    folder = tuning_dir(cfg, opts.out)
+    folder.mkdir(parents=True, exist_ok=True)
+    with locked(folder / LOCK_FILE):  # a second run tuning alike waits, then reads them
+        return _tuned_here(model, exits, tokenizer, cfg, opts, device, folder)
+
+
+def _tuned_here(model, exits, tokenizer, cfg: DecodeConfig, opts: DecodeOptions, device,
+                folder: Path) -> Tuning:
     from safetensors.torch import load_file
 
     from eebench.models.decoder_exits import save_exits
 
-    folder = tuning_dir(cfg, opts.out)
     record = folder / TUNING_FILE
     if record.is_file() and (folder / EXITS_FILE).is_file():
         done = read_model(record, Tuning)
@@ -296,7 +324,6 @@ def _tuned(model, exits, tokenizer, cfg: DecodeConfig, opts: DecodeOptions, devi
         return done
     started = time.perf_counter()
     losses = _tune(model, exits, tokenizer, cfg, opts, device)
-    folder.mkdir(parents=True, exist_ok=True)
     save_exits(exits, folder / EXITS_FILE)
     done = Tuning(key=tuning_key(cfg), losses=losses,
                   wall_seconds=time.perf_counter() - started,
