@@ -680,8 +680,9 @@ table gives the real quality and its difference from the oracle. Hardware: {hard
 Built by `python benchmarks/report.py --block decoder-timing` from the timed humaneval-gen runs
 of `bash benchmarks/decoder_smollm2.sh` (docs/results.md, "Decoder LLMs"). Hardware: {hardware};
 the machine ran other jobs beside it, so absolute times are noisy; the ratios, measured side by
-side in one process, are what to read. Wall time per token at batch size 1 over 2 prompts, 3
-repeats each, after a warm-up (the first call reported apart), exactly 32 new tokens.
+side in one process, are what to read. Wall time per token at batch size 1, each decode of
+exactly the same number of new tokens, after a first (cold) call reported apart; every point
+decoded for real was timed beside the full model's greedy decoding in the same run.
 
 {timing}"""}),
     Block(name="shift", kind="shift", marker="shift", heading="## Domain shift",

@@ -96,8 +96,11 @@ def _timing(runs: list) -> str:
         full = next((p.timing for p in run.points if p.method == "full" and p.timing), None)
         if full is not None:
             exits = "trained exits" if run.summary.head == "adapter" else "logit-lens exits"
-            greedy.append(f"{full.ms_per_token:.1f} ms a token in the run with {exits} (its "
-                          f"first call {full.first_call_ms / 1000:.1f} s, reported apart)")
+            repeats = len(full.raw_ms) // full.prompts
+            greedy.append(f"{full.ms_per_token:.1f} ms a token in the run with {exits} "
+                          f"({full.prompts} prompt{'s' if full.prompts > 1 else ''} x {repeats} "
+                          f"timed calls of {full.new_tokens} tokens; its first call "
+                          f"{full.first_call_ms / 1000:.1f} s, reported apart)")
     return ("The full model's greedy decoding took " + "; ".join(greedy) + ".\n\n"
             + markdown(rows, "lrrrrrrrl"))
 
