@@ -646,8 +646,8 @@ curve](figures/published/elasticbert-sst2.png)
 
 **Every point** (quality in % of the full model's output; MFLOPs per generated or predicted
 token; wall × is greedy decoding's time per token over the point's, measured side by side at
-batch size 1 where the run timed it; the last column is what real decoding said about the
-simulation)
+batch size 1 where the run timed it, and wall × ÷ FLOPs × how much of the FLOPs speed-up the
+clock saw; the last column is what real decoding said about the simulation)
 
 {points}
 

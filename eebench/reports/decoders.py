@@ -57,9 +57,11 @@ def _points_table(runs: list, task: str) -> str:
                 p.main_metric: _f(p.main), "MFLOPs/token": _f(p.mflops_per_token),
                 "FLOPs ×": _f(p.flops_speedup, 2),
                 "wall ×": _f(t.wall_speedup, 2) if t and t.wall_speedup else "-",
+                "wall × ÷ FLOPs ×": _f(t.wall_speedup / p.flops_speedup, 2)
+                if t and t.wall_speedup else "-",
                 "exit layer": _f(p.mean_exit_layer), "accepted %": _f(p.acceptance_rate),
                 "checked by real decoding": _check(p)})
-    return markdown(rows, "llrrrrrrl")
+    return markdown(rows, "llrrrrrrrl")
 
 
 def _scores(scored, task: str) -> str:
