@@ -221,22 +221,14 @@ def elue_by_seed(runs: Sequence[DecodeRun], extrapolate: str = DEFAULT_EXTRAPOLA
 def budget_table(frame, points: Sequence[Point], percents: Sequence[float] = FULL_BUDGETS) -> list:
     """Each method's main metric within each budget (percent of the full model's FLOPs per
     token), per seed on its own points, then the seed mean and std (eebench.score.quality)."""
-    from eebench.measure.quality import budget_value
-    from eebench.score.quality import Budget, _ms
+    from eebench.score.quality import budgets_of
 
     full = {p.task: p.flops for p in points if p.method == "full"}
     out = []
     for (task, label), rows in frame.groupby(["task", "label"], sort=True):
         by_seed = [(g["mean_flops"].to_numpy(), g["main"].to_numpy())
                    for _, g in rows.groupby("seed")]
-        for pct in percents:
-            budget = full[task] * pct / 100
-            values = [budget_value(x, y, budget) for x, y in by_seed]
-            if any(v is None for v in values):
-                mean = std = None
-            else:
-                mean, std = _ms([float(v) for v in values])
-            out.append(Budget(label, task, float(pct), budget / 1e6, mean, std, len(values)))
+        out += budgets_of(label, task, by_seed, full[task], percents)
     return out
 
 

@@ -19,6 +19,7 @@ from __future__ import annotations
 
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
+from typing import Any
 
 import numpy as np
 
@@ -166,15 +167,26 @@ def budget_table(raw: Sequence[RawPoint], percents: Sequence[float] = DEFAULT_BU
             (p.mean_flops, p.main))
     out = []
     for (label, task), seeds in sorted(per.items(), key=lambda kv: (kv[0][1], kv[0][0])):
-        for pct in percents:
-            budget = full[task] * pct / 100
-            values = [budget_value(np.array([f for f, _ in pts]), np.array([m for _, m in pts]),
-                                   budget) for pts in seeds.values()]
-            if any(v is None for v in values):
-                mean = std = None
-            else:
-                mean, std = _ms([float(v) for v in values])
-            out.append(Budget(label, task, float(pct), budget / 1e6, mean, std, len(values)))
+        by_seed = [(np.array([f for f, _ in pts]), np.array([m for _, m in pts]))
+                   for pts in seeds.values()]
+        out += budgets_of(label, task, by_seed, full[task], percents)
+    return out
+
+
+def budgets_of(label: str, task: str, by_seed: Sequence[tuple[Any, Any]], full_flops: float,
+               percents: Sequence[float]) -> list[Budget]:
+    """`label`'s best main metric within each budget (a percent of `full_flops`) on its own step
+    front, from each seed's (FLOPs, main) arrays: mean ± std over the seeds, None where a seed
+    has no point within the budget."""
+    out = []
+    for pct in percents:
+        budget = full_flops * pct / 100
+        values = [budget_value(x, y, budget) for x, y in by_seed]
+        if any(v is None for v in values):
+            mean = std = None
+        else:
+            mean, std = _ms([float(v) for v in values])
+        out.append(Budget(label, task, float(pct), budget / 1e6, mean, std, len(values)))
     return out
 
 

@@ -15,6 +15,7 @@ the runs themselves can refute it.
 from __future__ import annotations
 
 import math
+from typing import Any
 
 from eebench.errors import DataError
 
@@ -66,3 +67,15 @@ def _check_f1(accuracy: float, f1: float, where: str, n: int) -> None:
     if not ok:
         raise DataError(f"{where}: f1 {f1:.6g} is not what {errors} errors in {n} samples "
                         f"give (accuracy {accuracy:.6g})")
+
+
+def check_task_metrics(task: str, main_metric: str, metrics: dict, spec: Any) -> None:
+    """A task entry's main metric is its task's own, and every metric it reports is one of the
+    task's (`spec`: the task's TaskSpec); DataError naming the first that is not."""
+    if main_metric != spec.main_metric:
+        raise DataError(f"tasks.{task}: main_metric {main_metric!r} is not the task's "
+                        f"({spec.main_metric!r})")
+    unknown = [m for m in metrics if m not in spec.metrics]
+    if unknown:
+        raise DataError(f"tasks.{task}: metric {unknown[0]!r} is not one of the task's "
+                        f"{list(spec.metrics)}")

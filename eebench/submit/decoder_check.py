@@ -21,7 +21,7 @@ from __future__ import annotations
 import math
 
 from eebench.errors import DataError, EebenchError
-from eebench.submit.counts import _whole
+from eebench.submit.counts import _whole, check_task_metrics
 from eebench.submit.schema import (
     DecoderPointEntry,
     DecoderRunEntry,
@@ -158,13 +158,7 @@ def check_decoder_submission(sub: DecoderSubmission) -> None:
             raise DataError(f"tasks.{task}: unknown task", hint=e.hint) from None
         if spec.name != task or getattr(spec, "decoding", None) is None:
             raise DataError(f"tasks.{task}: not a decoder task")
-        if t.main_metric != spec.main_metric:
-            raise DataError(f"tasks.{task}: main_metric {t.main_metric!r} is not the task's "
-                            f"({spec.main_metric!r})")
-        unknown = [x for x in t.metrics if x not in spec.metrics]
-        if unknown:
-            raise DataError(f"tasks.{task}: metric {unknown[0]!r} is not one of the task's "
-                            f"{list(spec.metrics)}")
+        check_task_metrics(task, t.main_metric, t.metrics, spec)
         run_seeds = [r.seed for r in t.runs]
         if len(set(run_seeds)) != len(run_seeds):
             raise DataError(f"tasks.{task}: a seed appears in two runs ({sorted(run_seeds)})")

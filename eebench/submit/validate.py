@@ -30,7 +30,7 @@ from pydantic import ValidationError
 
 from eebench.errors import DataError, EebenchError, one_line
 from eebench.io import read_bytes
-from eebench.submit.counts import check_counts
+from eebench.submit.counts import check_counts, check_task_metrics
 from eebench.submit.plausible import check_costs
 from eebench.submit.rescore import KnownReference, References, check_elue, default_references
 from eebench.submit.schema import (
@@ -278,13 +278,7 @@ def task_spec(task: str) -> TaskSpec:
 def _check_task(task: str, t: TaskEntry) -> None:
     """Known task, its own main metric and metrics; a test split carries none."""
     spec = task_spec(task)
-    if t.main_metric != spec.main_metric:
-        raise DataError(f"tasks.{task}: main_metric {t.main_metric!r} is not the task's "
-                        f"({spec.main_metric!r})")
-    unknown = [m for m in t.metrics if m not in spec.metrics]
-    if unknown:
-        raise DataError(f"tasks.{task}: metric {unknown[0]!r} is not one of the task's "
-                        f"{list(spec.metrics)}")
+    check_task_metrics(task, t.main_metric, t.metrics, spec)
     if t.split == "test":
         if t.metrics:
             raise DataError(f"tasks.{task}: a test split carries no scores (metrics {t.metrics} "
