@@ -14,7 +14,7 @@ from tests.cli import invoke
 
 ROOT = Path(__file__).resolve().parent.parent
 LITERATURE = sorted((ROOT / "benchmarks" / "literature" / "decoders").glob("*.toml"))
-COMMITTED = "b829f0d14a9d"  # the committed SmolLM2 run's key: the options that made it
+COMMITTED = "40ec2009ef4d"  # the committed SmolLM2 run's key: the options that made it
 
 
 def _plan(*args: object) -> dict:
@@ -25,11 +25,12 @@ def _plan(*args: object) -> dict:
 
 def test_a_config_file_is_the_same_run_as_its_options(tmp_path):
     options = ["--model", "smollm2-135m", "--exits", "6,12,18,24", "--samples", 8,
-               "--new-tokens", 32, "--timing"]
+               "--new-tokens", 32, "--timing", "--spec-checks", "all"]
     by_options = _plan(*options)
     assert by_options["key"] == COMMITTED and not by_options["finished"]
     path = tmp_path / "run.toml"
     path.write_text('model = "smollm2-135m"\ntask = "humaneval-gen"\ntiming = true\n'
+                    'spec_checks = "all"\n'
                     "[data]\nsamples = 8\nnew_tokens = 32\n[exits]\nlayers = [6, 12, 18, 24]\n")
     by_file = _plan("--config", path)
     assert by_file["config"] == by_options["config"] and by_file["key"] == COMMITTED

@@ -28,7 +28,7 @@ from tests.cli import invoke
 
 REPO = Path(__file__).resolve().parents[1]
 COMMITTED = (REPO / "benchmarks/results/decoder-smollm2/smollm2-135m/decode/humaneval-gen/"
-             "b829f0d14a9d")
+             "40ec2009ef4d")
 DECODER = ["static", "ee-tuning", "self-spec", "self-spec-adaptive", "calm"]
 
 
@@ -84,9 +84,14 @@ def test_a_decoder_method_implements_decodes_and_the_contract_stays_15():
     assert len([n for n in dir(EarlyExitMethod) if not n.startswith("_")]) == 15
 
 
-def test_the_committed_decoder_run_keeps_its_hash():
+def test_the_committed_decoder_run_keeps_its_hash(tmp_path):
+    """A run's name is its config's hash without `methods` when none were named: the committed
+    run's, and that of a config written before the field existed (no "methods" key at all)."""
     run = read_decoder_run(COMMITTED)
     assert run.config.methods is None and run.config.key() == COMMITTED.name
+    older = json.loads((COMMITTED / "config.json").read_text())
+    del older["methods"]
+    assert DecodeConfig.model_validate(older).key() == COMMITTED.name
 
 
 def test_the_chosen_methods_are_sorted_and_hashed_only_when_given():

@@ -33,7 +33,7 @@ from tests.cli import invoke
 
 REPO = Path(__file__).resolve().parents[1]
 SMOLLM2 = (REPO / "benchmarks" / "results" / "decoder-smollm2" / "smollm2-135m" / "decode" /
-           "humaneval-gen" / "b829f0d14a9d")
+           "humaneval-gen" / "40ec2009ef4d")
 # SmolLM2-135M's config (the committed run's model)
 SMOLLM2_SHAPE = {"layers": 30, "hidden": 576, "heads": 9, "kv_heads": 3, "head_dim": 64,
                  "intermediate": 1536, "vocab": 49152}
@@ -149,7 +149,15 @@ def test_eebench_score_prints_fronts_scores_csv_and_json(tiny_run, tmp_path):
 
 
 def test_compare_bootstraps_over_samples_and_refuses_points_without_them(tiny_run, tmp_path):
-    text = _one_line(invoke("score", SMOLLM2, "--compare", "calm", "static"), 1)
+    older = tmp_path / "older"  # a run written before points recorded their samples' values
+    shutil.copytree(tiny_run.path, older)
+    lines = [p.model_copy(update={"sample_main": None}).model_dump_json() + "\n"
+             for p in tiny_run.points]
+    (older / "points.jsonl").write_text("".join(lines))
+    summary = json.loads((older / "summary.json").read_text())
+    summary["files"]["points.jsonl"] = sha256_file(older / "points.jsonl")
+    write_json(older / "summary.json", summary)
+    text = _one_line(invoke("score", older, "--compare", "calm", "static"), 1)
     assert "sample_main" in text
     copy_dir = _with_sample_main(tiny_run, tmp_path / "run")
     result = invoke("score", copy_dir, "--compare", "calm", "static", "--json",
