@@ -267,3 +267,37 @@ def test_a_run_another_process_holds_is_refused_in_one_line(damped_dir, data_dir
     assert not held_elsewhere(run_dir / ".lock")
     again = run_decoder(cfg, DecodeOptions(out=tmp_path, data_dir=data_dir, overwrite=True))
     assert not again.skipped and (run_dir / ".lock").is_file()
+
+
+def test_methods_whose_decoding_batches_are_timed_at_a_batch_above_1(damped_dir, tmp_path):
+    """`timing_batch`: the full model and each truncation decoded as one batch of prompts cut
+    to one length, rows equal to decoding them one at a time; the methods that decode one
+    prompt at a time get no batch timing."""
+    from eebench.errors import UsageError
+    from eebench.models.decoder_exits import DecoderExits
+    from eebench.models.decoders import load_causal_lm
+    from eebench.rules.decoder_tf import truncated_greedy, truncated_greedy_batch
+
+    model = load_causal_lm(str(damped_dir))
+    exits = DecoderExits(model, ExitSettings(layers=(1, 2, 3)))
+    batch = torch.randint(0, 259, (3, 7), generator=torch.Generator().manual_seed(0))
+    for k in (1, 3, 4):
+        rows = truncated_greedy_batch(model, exits, batch, 5, k)
+        assert rows.tolist() == [truncated_greedy(model, exits, p, 5, k) for p in batch]
+    cfg = _cfg(damped_dir, "humaneval-gen", timing=True, timing_prompts=1, timing_repeats=1,
+               timing_batch=2)
+    assert cfg.key() != _cfg(damped_dir, "humaneval-gen", timing=True, timing_prompts=1,
+                             timing_repeats=1).key()
+    run = run_decoder(cfg, DecodeOptions(out=tmp_path, data_dir=tmp_path))
+    timed = {(p.method, p.setting.get("k")) for p in run.points if p.batch_timing}
+    assert timed == {("full", 4), ("static", 1), ("static", 2), ("static", 3)}
+    for p in run.points:
+        if p.batch_timing:
+            assert p.batch_timing.batch == 2 and p.batch_timing.same_tokens is True
+            assert p.batch_timing.wall_speedup > 0
+    with pytest.raises(UsageError, match="needs --timing"):
+        run_decoder(_cfg(damped_dir, "humaneval-gen", timing_batch=2),
+                    DecodeOptions(out=tmp_path, data_dir=tmp_path))
+    with pytest.raises(UsageError, match="needs as many prompts"):
+        run_decoder(_cfg(damped_dir, "humaneval-gen", timing=True, timing_batch=3),
+                    DecodeOptions(out=tmp_path, data_dir=tmp_path))

@@ -59,7 +59,8 @@ def _default_exits(model: str) -> tuple[int, ...]:
 # the options that are the run's settings (a --config file holds them instead)
 SETTINGS = ("model", "task", "split", "samples", "seed", "new_tokens", "max_tokens", "exits",
             "head", "rank", "method", "tune_steps", "drafts", "ks", "thresholds", "measure",
-            "calm_real", "spec_checks", "timing", "timing_prompts", "timing_repeats")
+            "calm_real", "spec_checks", "timing", "timing_prompts", "timing_repeats",
+            "timing_batch")
 
 
 def _given(ctx: typer.Context, name: str) -> bool:
@@ -207,6 +208,10 @@ def decode_command(
                       ] = False,
     timing_prompts: Annotated[int, typer.Option("--timing-prompts")] = 2,
     timing_repeats: Annotated[int, typer.Option("--timing-repeats")] = 3,
+    timing_batch: Annotated[int | None, typer.Option(
+        "--timing-batch", help="Also time the full model and the truncations (the methods whose "
+        "decoding batches) at this batch size, over the first prompts cut to one length.",
+        show_default=False)] = None,
     out: Annotated[Path, typer.Option("--out", help="Where run directories go.")
                    ] = Path("runs/decoder"),
     device: Annotated[str | None, typer.Option(
@@ -259,7 +264,8 @@ def decode_command(
             thresholds=_numbers(thresholds, float, "--thresholds"), measure=measure,
             calm_real=_numbers(calm_real, float, "--calm-real"), timing=timing,
             timing_prompts=timing_prompts, timing_repeats=timing_repeats,
-            methods=tuple(method) if method else None), spec_checks), "eebench decode --help")
+            timing_batch=timing_batch, methods=tuple(method) if method else None), spec_checks),
+            "eebench decode --help")
     if dry_run:
         show_plan(cfg, out, json_out)
         return
@@ -300,6 +306,8 @@ def print_table(run) -> None:  # noqa: ANN001 - a DecodeRun
     columns = ["method", "setting", "main", "other metrics", "MFLOPs/tok", "FLOPs ×",
                "exit layer", "accept %", "acc. len", "check / notes"]
     columns += ["ms/tok", "wall ×", "peer ms/tok"] if timed else []
+    batch = next((p.batch_timing.batch for p in run.points if p.batch_timing), None)
+    columns += [f"bs {batch} ms/tok", f"bs {batch} wall ×"] if batch else []
     for col in columns:
         table.add_column(col, overflow="fold")
     for p in run.points:
@@ -319,8 +327,14 @@ def print_table(run) -> None:  # noqa: ANN001 - a DecodeRun
             t = p.timing
             row += [_fmt(t and t.ms_per_token, 2), _fmt(t and t.wall_speedup, 2),
                     _fmt(p.peer_timing and p.peer_timing.ms_per_token, 2)]
+        if batch:
+            b = p.batch_timing
+            row += [_fmt(b and b.ms_per_token, 2), _fmt(b and b.wall_speedup, 2)]
         table.add_row(*row)
     err_console.print(table)
     err_console.print(f"[dim]main: {run.points[0].main_metric} (% of the full model's output); "
                       f"FLOPs ×: the full model's FLOPs per token over the point's; "
-                      f"run directory: {run.path}")
+                      + (f"bs {batch}: the batch decoded at once, per token of the batch, wall × "
+                         "over the full model decoding the same prompts one at a time; "
+                         if batch else "")
+                      + f"run directory: {run.path}")

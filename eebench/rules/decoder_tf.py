@@ -86,3 +86,23 @@ def truncated_greedy(model: nn.Module, exits: DecoderExits, prompt_ids: torch.Te
         step = exits.logits(model, k, hidden[:, -1:]).argmax(-1)
         out.append(int(step))
     return out
+
+
+@torch.no_grad()
+def truncated_greedy_batch(model: nn.Module, exits: DecoderExits, prompt_ids: torch.Tensor,
+                           n_new: int, k: int) -> torch.Tensor:
+    """`truncated_greedy` for a batch of prompts of one length [B, P] at once (no padding):
+    tokens [B, n_new]; k = L is the full model's greedy decoding."""
+    from eebench.models.decoder_exits import new_cache
+
+    total = num_layers(model)
+    if k != total and k not in exits.layers:
+        raise UsageError(f"no exit at layer {k}", hint=f"exits: {list(exits.layers)}")
+    if prompt_ids.dim() != 2 or prompt_ids.shape[1] < 1:
+        raise UsageError("a batch of prompts of one length [B, P] is needed")
+    cache, step, out = new_cache(model), prompt_ids, []
+    for _ in range(n_new):
+        hidden = run_layers(model, embed(model, step), 0, k, cache)
+        step = exits.logits(model, k, hidden[:, -1:]).argmax(-1)
+        out.append(step)
+    return torch.cat(out, dim=1)

@@ -67,6 +67,10 @@ class DecodeConfig(Data):
     # does the task and fits the exits); left out of the hash when None, so the runs made before
     # the field keep their names
     methods: tuple[str, ...] | None = None
+    # humaneval-gen with timing: also time the points whose method's decoding batches (the full
+    # model, static, ee-tuning) at this batch size, over the first prompts cut to one length
+    # (None: batch size 1 only); left out of the hash when None, as `methods`
+    timing_batch: int | None = Field(None, ge=2)
 
     @field_validator("methods")
     @classmethod
@@ -75,8 +79,9 @@ class DecodeConfig(Data):
 
     def key(self) -> str:
         data = self.model_dump(mode="json")
-        if data["methods"] is None:
-            del data["methods"]
+        for name in ("methods", "timing_batch"):  # added later: absent while None
+            if data[name] is None:
+                del data[name]
         return config_hash(data)
 
     def candidate_ks(self) -> tuple[int, ...]:
@@ -107,6 +112,10 @@ class DecodeTiming(Data):
     wall_speedup: float | None = None  # full greedy's ms per token over this one's
     raw_ms: list[float] = Field(default_factory=list)  # per timed call (whole decode)
     same_tokens: bool | None = None  # output equals the full model's greedy tokens
+    # prompts decoded at once: above 1, `ms_per_token` is per token of the whole batch (its
+    # wall time over batch x new_tokens), `prompts` the batch, and `wall_speedup` is over the
+    # full model decoding the same cut prompts one at a time
+    batch: int = Field(1, ge=1)
 
 
 class DecoderPoint(Data):
@@ -148,6 +157,8 @@ class DecoderPoint(Data):
     timing: DecodeTiming | None = None
     # self-spec: transformers' `assistant_early_exit` at the same k and d, timed beside it
     peer_timing: DecodeTiming | None = None
+    # the point decoded at batch size DecodeConfig.timing_batch (a method whose decoding batches)
+    batch_timing: DecodeTiming | None = None
     # the main metric of each sample (prompt or review) at this point, in the summary's sample
     # order: per-prompt token agreement, per-review top-1 agreement (paired bootstrap)
     sample_main: list[float] | None = None

@@ -108,6 +108,12 @@ def check_config(cfg: DecodeConfig) -> None:
            for k, d in cfg.checked_spec_points()):
         raise UsageError("checked self-spec points (k, d) must be among the candidate exits "
                          "and draft lengths")
+    if cfg.timing_batch and not (cfg.timing and cfg.task == "humaneval-gen"):
+        raise UsageError("a timing batch times humaneval-gen's decoding: it needs --timing",
+                         hint="add --timing, or leave --timing-batch out")
+    if cfg.timing_batch and cfg.timing_batch > cfg.data.samples:
+        raise UsageError(f"timing at batch size {cfg.timing_batch} needs as many prompts, the "
+                         f"run has {cfg.data.samples}", hint="raise --samples")
     if cfg.tuning_steps and cfg.exits.head != "adapter":
         raise UsageError("EE-Tuning trains adapter exits: the logit lens has no parameters",
                          hint="add --head adapter, or leave --tune-steps at 0")
@@ -207,7 +213,8 @@ def _run_decoder(cfg: DecodeConfig, opts: DecodeOptions, run_dir: Path) -> Decod
                   for w in token_windows(tokenizer, texts, cfg.data.max_tokens)]
     timed = cfg.timing and get_task(cfg.task).decoding == "greedy"
     # a step per sample traced, per method's points, for EE-Tuning and for timing
-    tick = _ticker(opts, len(inputs) + len(methods) + bool(cfg.tuning_steps) + timed)
+    tick = _ticker(opts, len(inputs) + len(methods) + bool(cfg.tuning_steps) + timed
+                   + bool(timed and cfg.timing_batch))
 
     losses: list[float] = []
     exits_file = tuning = None

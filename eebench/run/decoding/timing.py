@@ -16,7 +16,7 @@ from typing import Any
 import torch
 
 from eebench.errors import DataError
-from eebench.methods.decoder_derived import timed_decodes
+from eebench.methods.decoder_derived import decodes_batches, timed_decodes
 from eebench.methods.decoding import DecodeContext
 from eebench.rules.self_speculation import greedy_decode
 from eebench.run.decoding.records import DecodeConfig, DecoderPoint, DecodeTiming
@@ -91,4 +91,56 @@ def time_points(ctx: DecodeContext, methods: dict[str, Any], points: list[Decode
         if update:
             tick("timing")
         out.append(point.model_copy(update=update) if update else point)
+    if cfg.timing_batch:
+        out = time_batches(ctx, methods, out, tick)
+    return out
+
+
+def cut_prompts(prompts: list[torch.Tensor], batch: int) -> torch.Tensor:
+    """The first `batch` prompts, each cut to the shortest one's length (its last tokens, where
+    generation continues), as one batch [batch, P] that needs no padding."""
+    if len(prompts) < batch:
+        raise DataError(f"timing at batch size {batch} needs {batch} prompts, the run has "
+                        f"{len(prompts)}", hint="raise --samples or lower --timing-batch")
+    length = min(len(p) for p in prompts[:batch])
+    return torch.stack([p[len(p) - length:] for p in prompts[:batch]])
+
+
+def time_batches(ctx: DecodeContext, methods: dict[str, Any], points: list[DecoderPoint],
+                 tick: Callable[[str], None]) -> list[DecoderPoint]:
+    """`batch_timing` of the full model and of each point whose method's decoding batches
+    (a truncation at exit k): the batch decoded at once, first call apart, against the full
+    model decoding the same cut prompts one at a time; the rows must equal those bs-1 decodes
+    (`same_tokens`)."""
+    from eebench.models.decoder_exits import num_layers
+    from eebench.rules.decoder_tf import truncated_greedy_batch
+
+    cfg, model, exits = ctx.cfg, ctx.model, ctx.exits
+    device = next(model.parameters()).device
+    batch, n_new, total = cfg.timing_batch, cfg.data.new_tokens, num_layers(model)
+    ids = cut_prompts(ctx.samples, batch)
+    one = [row[None] for row in ids]
+    singles = [greedy_decode(model, row, n_new)[0].tolist() for row in one]
+    baseline = time_path(lambda p: greedy_decode(model, p, n_new)[0].tolist(), one, singles,
+                         cfg, device)
+
+    def timed(k: int) -> DecodeTiming:
+        reference = [truncated_greedy_batch(model, exits, row, n_new, k)[0].tolist()
+                     for row in one]  # the same truncation, one prompt at a time
+        t = time_path(lambda p: truncated_greedy_batch(model, exits, p, n_new, k).tolist(),
+                      [ids], [reference], cfg, device)
+        per_token = t.ms_per_token / batch
+        return t.model_copy(update={
+            "batch": batch, "prompts": batch, "ms_per_token": per_token,
+            "tokens_per_s": 1e3 / per_token, "wall_speedup": baseline.ms_per_token / per_token})
+
+    out = []
+    for point in points:
+        method = methods.get(point.method)
+        batches = point.method == "full" or (method is not None and decodes_batches(method))
+        k = point.setting.get("k")
+        if batches and isinstance(k, int) and (k == total or k in exits.layers):
+            point = point.model_copy(update={"batch_timing": timed(k)})
+        out.append(point)
+    tick("timing")
     return out
