@@ -672,7 +672,27 @@ the simulated ones, prompt by prompt. CALM's points assume an oracle cache; at t
 it was also decoded for real with the exited states copied into the skipped layers, and the
 table gives the real quality and its difference from the oracle. Hardware: {hardware}; no GPU.
 
-{tasks}"""}),
+{tasks}
+
+**Reading (one model, one seed, CPU).** On SmolLM2-135M the untrained logit lens is a poor exit:
+truncated at layer 24 of 30 the model agrees with its full depth on 5.9 % of 32 greedy tokens
+of code and on 32.1 % of next tokens of reviews, and below layer 24 on at most 13.8 %. Per-token
+exit does not rescue it. Under an oracle cache CALM reaches 89 % agreement on code at threshold
+0.99, but each exit head it reads costs 56.6 MFLOPs (eight layers' worth, with a 49k-token
+vocabulary), so it pays 1.6 times the full model's FLOPs per token to get there; decoded for
+real, with the exited states copied into the skipped layers' caches, it agrees on 31 % at that
+threshold, 58 points below its oracle: the copied states corrupt what later tokens attend to,
+the effect the oracle simulation cannot see. EE-Tuning's adapter exits, trained for 10 minutes
+of one core on 32 review windows, lift every exit on reviews (layer 6: 17.1 % instead of 4.5 %;
+layer 24: 41.9 % instead of 32.1 %) and score above the lens curve there; distilled from the
+full model's distribution they are rarely confident, so CALM on them hardly exits and costs more
+than the full model. Self-speculation is lossless at every (k, d): real decoding reproduced
+greedy's tokens and the simulated acceptance at every checked point of both runs. Its speed
+follows its acceptance: with the lens it runs slower than plain greedy decoding at every point
+on this CPU, and in FLOPs per token it never saves (every token passes all 30 layers once, and
+every draft pays an exit head). The published 1.8x of LayerSkip's self-speculation rests on a
+model pretrained with an early-exit loss and layer dropout, which SmolLM2 is not
+(`benchmarks/literature/decoders/` holds that setting for a GPU with the hub)."""}),
     Block(name="decoder-timing", kind="decoders", marker="decoder-timing",
           doc="docs/benchmarks.md", runs={"main": Runs(folder=f"{RESULTS}/decoder-smollm2")},
           options={"part": "timing"},
