@@ -129,14 +129,14 @@ def decoders_block(block: Block, ctx: Context) -> dict:
     from eebench.score.decoder import score_decoder
 
     scored = score_decoder(runs)
-    figures = {}
+    from eebench.plot.decoder import plan_decoder_figures
+
+    planned = plan_decoder_figures(runs)  # the links, whether or not the files are written
+    figures = {f.task: f"{o['link']}/{f.name}.png" for f in planned}
     if ctx.figures and ctx.write:
-        from eebench.plot.decoder import plan_decoder_figures
         from eebench.plot.plan import write_figures
 
-        planned = plan_decoder_figures(runs)
         write_figures(planned, ctx.path(o["figures"]), "png")
-        figures = {f.task: f"{o['link']}/{f.name}.png" for f in planned}
     tasks = []
     for task in sorted({r.config.task for r in runs}):
         figure = f"![{title(task)}: every decoder point]({figures[task]})" if task in figures \
