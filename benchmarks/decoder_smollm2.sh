@@ -11,18 +11,18 @@
 #      x 256 tokens, teacher-forced);
 #   2. EE-Tuning: adapter exits (rank 16) trained on the frozen model for 200 steps on imdb-lm's
 #      training reviews (32 windows of 256 tokens, KL to the full model), then both tasks again
-#      (humaneval-gen timed on its first prompt only: every checked point is timed, 12 here).
+#      (humaneval-gen untimed: every point still decoded for real and checked).
 set -euo pipefail
 cd "$(dirname "$0")/.."
 DATA_DIR=${1:-${EEBENCH_DATA_DIR:-../shared/data}}
 export OMP_NUM_THREADS=${OMP_NUM_THREADS:-1}
 OUT=benchmarks/results/decoder-smollm2
 COMMON=(--model smollm2-135m --exits 6,12,18,24 --data-dir "$DATA_DIR" --out "$OUT")
-GEN=(--task humaneval-gen --samples 8 --new-tokens 32 --spec-checks all --timing)
+GEN=(--task humaneval-gen --samples 8 --new-tokens 32 --spec-checks all)
 LM=(--task imdb-lm --samples 64 --max-tokens 256)
 TUNED=(--head adapter --rank 16 --tune-steps 200)
 
-eebench decode "${COMMON[@]}" "${GEN[@]}"
+eebench decode "${COMMON[@]}" "${GEN[@]}" --timing
 eebench decode "${COMMON[@]}" "${LM[@]}"
 eebench decode "${COMMON[@]}" "${TUNED[@]}" "${LM[@]}"
-eebench decode "${COMMON[@]}" "${TUNED[@]}" "${GEN[@]}" --timing-prompts 1
+eebench decode "${COMMON[@]}" "${TUNED[@]}" "${GEN[@]}"
