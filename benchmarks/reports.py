@@ -684,12 +684,15 @@ real, with the exited states copied into the skipped layers' caches, it agrees o
 threshold, 58 points below its oracle: the copied states corrupt what later tokens attend to,
 the effect the oracle simulation cannot see. EE-Tuning's adapter exits, trained for 10 minutes
 of one core on 32 review windows, lift every exit on reviews (layer 6: 17.1 % instead of 4.5 %;
-layer 24: 41.9 % instead of 32.1 %) and score above the lens curve there; distilled from the
-full model's distribution they are rarely confident, so CALM on them hardly exits and costs more
-than the full model. Self-speculation is lossless at every (k, d): real decoding reproduced
-greedy's tokens and the simulated acceptance at every checked point of both runs. Its speed
-follows its acceptance: with the lens it runs slower than plain greedy decoding at every point
-on this CPU, and in FLOPs per token it never saves (every token passes all 30 layers once, and
+layer 24: 41.9 % instead of 32.1 %) and score above the lens curve there, but not on code, which
+they never saw: there the truncated models still agree on 1-6 %, and self-speculation's
+acceptance rises only a little (43 % against 38 % at exit 24, one draft). Distilled from the
+full model's distribution, trained exits are rarely confident, so CALM on them hardly exits and
+costs more than the full model. Self-speculation is lossless at every (k, d): real decoding
+reproduced greedy's tokens and the simulated acceptance at all 24 checked points of the two
+humaneval-gen runs. Its speed follows its acceptance: with the lens it runs slower than plain
+greedy decoding at every point on this CPU (the run of trained exits was not timed), and in
+FLOPs per token it never saves (every token passes all 30 layers once, and
 every draft pays an exit head). The published 1.8x of LayerSkip's self-speculation rests on a
 model pretrained with an early-exit loss and layer dropout, which SmolLM2 is not
 (`benchmarks/literature/decoders/` holds that setting for a GPU with the hub)."""}),
