@@ -260,7 +260,7 @@ def test_the_committed_smollm2_run_makes_a_valid_submission(monkeypatch):
     """Its recorded FLOPs per token are what SmolLM2-135M's shapes give (the config is given
     here: no model is read)."""
     import eebench.submit.decoder as decoder
-    from eebench.submit.schema import DecoderShapeInfo
+    from eebench.submit.decoder_schema import DecoderShapeInfo
     from eebench.submit.validate import validate_data
 
     monkeypatch.setattr(decoder, "_shape", lambda name: DecoderShapeInfo(**SMOLLM2_SHAPE))

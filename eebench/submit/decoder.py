@@ -18,15 +18,15 @@ from pydantic import ValidationError
 
 from eebench.errors import DataError
 from eebench.io import sha256_file
-from eebench.submit.schema import (
+from eebench.submit.decoder_schema import (
     DecoderModelInfo,
     DecoderPointEntry,
     DecoderRunEntry,
     DecoderShapeInfo,
     DecoderSubmission,
     DecoderTaskEntry,
-    Environment,
 )
+from eebench.submit.schema import Environment
 
 POINT_FIELDS = tuple(DecoderPointEntry.model_fields)
 

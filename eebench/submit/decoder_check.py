@@ -22,7 +22,7 @@ import math
 
 from eebench.errors import DataError, EebenchError
 from eebench.submit.counts import _whole, check_task_metrics
-from eebench.submit.schema import (
+from eebench.submit.decoder_schema import (
     DecoderPointEntry,
     DecoderRunEntry,
     DecoderSubmission,

@@ -343,7 +343,7 @@ def validate_data(data: object, references: References | None = None) -> Submiss
             raise DataError(f"kind {one_line(repr(data['kind']), 40, cut='...')} is not a "
                             "submission kind", hint="\"decoder\", or no kind (an encoder file)")
         from eebench.submit.decoder_check import check_decoder_submission
-        from eebench.submit.schema import DecoderSubmission
+        from eebench.submit.decoder_schema import DecoderSubmission
 
         try:
             decoder = DecoderSubmission.model_validate(data)
