@@ -98,3 +98,28 @@ def minilm_backbone(minilm_path):
         return model
 
     return make
+
+
+@pytest.fixture(scope="module")
+def one_thread():
+    """One torch thread for a module of tiny-model tests (`pytestmark =
+    pytest.mark.usefixtures("one_thread")`): faster on one, and a busy machine slows two a lot."""
+    import torch
+
+    before = torch.get_num_threads()
+    torch.set_num_threads(1)
+    yield
+    torch.set_num_threads(before)
+
+
+@pytest.fixture(scope="module")
+def damped_dir(tmp_path_factory):
+    """The damped tiny Llama over the byte tokenizer, as a decoder model directory."""
+    from eebench.models.decoders import quiet, tiny_tokenizer
+    from eebench.testing.tiny_decoder import tiny_llama
+
+    path = tmp_path_factory.mktemp("damped")
+    with quiet():
+        tiny_llama(vocab_size=259).save_pretrained(str(path))
+        tiny_tokenizer().save_pretrained(str(path))
+    return path

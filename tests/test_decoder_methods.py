@@ -19,34 +19,17 @@ from eebench.methods import EarlyExitMethod, decoder_derived, get_method
 from eebench.methods.base import METHODS
 from eebench.methods.protocols import Decodes
 from eebench.models.decoder_exits import ExitSettings
-from eebench.models.decoders import quiet, tiny_tokenizer
 from eebench.run.decoding import DecodeConfig, DecodeOptions, read_decoder_run, run_decoder
 from eebench.tasks.lm import LMSettings
 from eebench.testing import check_method
-from eebench.testing.tiny_decoder import tiny_llama
 from tests.cli import invoke
+
+pytestmark = pytest.mark.usefixtures("one_thread")  # tests/conftest.py
 
 REPO = Path(__file__).resolve().parents[1]
 COMMITTED = (REPO / "benchmarks/results/decoder-smollm2/smollm2-135m/decode/humaneval-gen/"
              "40ec2009ef4d")
 DECODER = ["static", "ee-tuning", "self-spec", "self-spec-adaptive", "calm"]
-
-
-@pytest.fixture(autouse=True, scope="module")
-def one_thread():
-    before = torch.get_num_threads()
-    torch.set_num_threads(1)
-    yield
-    torch.set_num_threads(before)
-
-
-@pytest.fixture(scope="module")
-def damped_dir(tmp_path_factory):
-    path = tmp_path_factory.mktemp("damped")
-    with quiet():
-        tiny_llama(vocab_size=259).save_pretrained(str(path))
-        tiny_tokenizer().save_pretrained(str(path))
-    return path
 
 
 def _cfg(model, task: str, **kw) -> DecodeConfig:

@@ -10,12 +10,11 @@ from __future__ import annotations
 import json
 
 import pytest
-import torch
 from typer.testing import CliRunner
 
 from eebench.cli import app
 from eebench.models.decoder_exits import ExitSettings
-from eebench.models.decoders import quiet, tiny_decoder_dir, tiny_tokenizer
+from eebench.models.decoders import tiny_decoder_dir
 from eebench.run.decoding import (
     DecodeConfig,
     DecodeOptions,
@@ -24,7 +23,8 @@ from eebench.run.decoding import (
     run_decoder,
 )
 from eebench.tasks.lm import LMSettings
-from eebench.testing.tiny_decoder import tiny_llama
+
+pytestmark = pytest.mark.usefixtures("one_thread")  # tests/conftest.py
 
 runner = CliRunner()
 
@@ -33,25 +33,6 @@ WEIGHTS = 2 * (32 * 32 + 2 * 32 * 16 + 32 * 32 + 3 * 32 * 64)  # q, k, v, o, MLP
 PER_KEY = 2 * 2 * 4 * 8  # QK^T and AV per attended position
 HEAD = 2 * 32 * 259  # an exit head (logit lens) or the LM head
 N_NEW = 8
-
-
-@pytest.fixture(autouse=True, scope="module")
-def one_thread():
-    """One thread: the tiny model is faster on one, and a busy machine slows two a lot."""
-    before = torch.get_num_threads()
-    torch.set_num_threads(1)
-    yield
-    torch.set_num_threads(before)
-
-
-@pytest.fixture(scope="module")
-def damped_dir(tmp_path_factory):
-    """The damped tiny Llama over the byte tokenizer, as a model directory."""
-    path = tmp_path_factory.mktemp("damped")
-    with quiet():
-        tiny_llama(vocab_size=259).save_pretrained(str(path))
-        tiny_tokenizer().save_pretrained(str(path))
-    return path
 
 
 def _cfg(model, task, **kw) -> DecodeConfig:
