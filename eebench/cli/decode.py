@@ -10,6 +10,7 @@ imdb-lm: the static exits and CALM from one teacher-forced pass per review. Trai
 
 from __future__ import annotations
 
+import functools
 from pathlib import Path
 from typing import Annotated
 
@@ -28,6 +29,10 @@ from eebench.cli.common import (
 from eebench.errors import UsageError
 
 PANEL = "Run and score"
+# the method-specific options, each group in a panel of its own in --help
+SELF_SPEC = functools.partial(typer.Option, rich_help_panel="Self-speculation")
+CALM = functools.partial(typer.Option, rich_help_panel="CALM")
+TIMING = functools.partial(typer.Option, rich_help_panel="Timing")
 
 
 def _numbers(text: str | None, kind: type, option: str) -> tuple | None:
@@ -186,29 +191,32 @@ def decode_command(
     tune_steps: Annotated[int, typer.Option(
         "--tune-steps", help="EE-Tuning steps on imdb-lm's training reviews (adapter exits).")
                           ] = 0,
-    drafts: Annotated[str, typer.Option(
-        "--drafts", help="Self-speculation draft lengths d, comma-separated.")] = "1,2,4",
-    ks: Annotated[str | None, typer.Option(
-        "--ks", help="Exits self-speculation drafts with (default: every exit).",
-        show_default=False)] = None,
-    thresholds: Annotated[str, typer.Option(
-        "--thresholds", help="CALM confidence thresholds, comma-separated.")
+    drafts: Annotated[str, SELF_SPEC(
+        "--drafts", help="Draft lengths d, comma-separated.")] = "1,2,4",
+    ks: Annotated[str | None, SELF_SPEC(
+        "--ks", help="Exits drafts are made with (default: every exit).", show_default=False)
+                  ] = None,
+    spec_checks: Annotated[str, SELF_SPEC(
+        "--spec-checks", help="Points decoded for real and checked against the simulation: "
+        "longest (every k at the longest d), all (every k and d), or k:d pairs, comma-separated."
+    )] = "longest",
+    thresholds: Annotated[str, CALM(
+        "--thresholds", help="Confidence thresholds, comma-separated.")
                           ] = "0.5,0.7,0.8,0.9,0.95,0.99",
-    measure: Annotated[str, typer.Option("--measure", help="CALM confidence: maxprob or margin.")
+    measure: Annotated[str, CALM("--measure", help="Confidence: maxprob or margin.")
                        ] = "maxprob",
-    calm_real: Annotated[str | None, typer.Option(
-        "--calm-real", help="Thresholds also decoded for real (default: lowest, middle, "
-        "highest).", show_default=False)] = None,
-    spec_checks: Annotated[str, typer.Option(
-        "--spec-checks", help="Self-speculation points decoded for real and checked against the "
-        "simulation: longest (every k at the longest d), all (every k and d), or k:d pairs, "
-        "comma-separated.")] = "longest",
-    timing: Annotated[bool, typer.Option(
+    calm_real: Annotated[str | None, CALM(
+        "--calm-real", help="Thresholds also decoded for real, comma-separated (default: the "
+        "lowest, middle and highest).", show_default=False)] = None,
+    timing: Annotated[bool, TIMING(
         "--timing/--no-timing", help="humaneval-gen: time real decoding at batch size 1.")
                       ] = False,
-    timing_prompts: Annotated[int, typer.Option("--timing-prompts")] = 2,
-    timing_repeats: Annotated[int, typer.Option("--timing-repeats")] = 3,
-    timing_batch: Annotated[int | None, typer.Option(
+    timing_prompts: Annotated[int, TIMING(
+        "--timing-prompts", help="Prompts timed: the run's first N.")] = 2,
+    timing_repeats: Annotated[int, TIMING(
+        "--timing-repeats", help="Timed calls per prompt, after a first call reported apart "
+        "(ms per token: their mean).")] = 3,
+    timing_batch: Annotated[int | None, TIMING(
         "--timing-batch", help="Also time the full model and the truncations (the methods whose "
         "decoding batches) at this batch size, over the first prompts cut to one length.",
         show_default=False)] = None,

@@ -7,6 +7,7 @@ from typing import TYPE_CHECKING, Annotated, Any
 
 import typer
 
+from eebench.cli import options
 from eebench.cli.app import app
 from eebench.cli.backends import NO_FLAGS, BackendFlags, grid_request, with_backend_flags
 from eebench.cli.common import DataDirOption, JsonOption, err_console, print_json, resolve_data_dir
@@ -54,9 +55,7 @@ def run_command(
         "authors' DeeBERT, PABEE or ElasticBERT checkpoint or an `eebench export-model` folder "
         "(a folder or a hub id; docs/models.md).")] = None,
     data_dir: Path | None = DataDirOption,
-    pooling: Annotated[str | None, given(
-        "--pooling", help="How the exit heads pool the tokens: cls or mean (default: the config's, "
-        "else the way the backbone was pretrained to pool).")] = None,
+    pooling: options.Pooling = None,
     split: Annotated[str | None, given(
         "--split", help="Split to evaluate: dev (default) or test (labels withheld).")] = None,
     seed: Annotated[list[int] | None, given(
@@ -76,23 +75,14 @@ def run_command(
         "--rule", "-r", help="Also sweep this exit rule on each method's trained model, in the "
         "same pass (see `eebench rules`; repeatable); its points are labelled method+rule.")
     ] = None,
-    setting: Annotated[list[str] | None, given(
-        "--setting", "-s", help="A method setting key=value (repeatable).")] = None,
-    max_train_samples: Annotated[int | None, given(
-        "--max-train-samples", help="Train on a seeded subset of N examples.")] = None,
-    epochs: Annotated[int | None, given("--epochs")] = None,
-    max_seq_length: Annotated[int | None, given("--max-seq-length")] = None,
-    lr: Annotated[float | None, given(
-        "--lr", help="Peak learning rate (default: the config's, else the backbone's, see "
-        "`eebench backbones`; else 2e-5).")] = None,
-    batch_size: Annotated[int | None, given("--batch-size")] = None,
-    group_by_length: Annotated[bool | None, given(
-        "--group-by-length/--no-group-by-length", help="Batch training rows of similar length "
-        "(less padding; default: the config's, else off).")] = None,
-    precision: Annotated[str | None, given(
-        "--precision", help="Training precision: auto (default: bf16 where the device has it "
-        "natively and fast, a CUDA GPU of compute capability 8.0+, a CPU with AMX or an AMD CPU "
-        "with AVX-512 BF16; else fp32), fp32 or bf16 (autocast).")] = None,
+    setting: options.Setting = None,
+    max_train_samples: options.MaxTrainSamples = None,
+    epochs: options.Epochs = None,
+    max_seq_length: options.MaxSeqLength = None,
+    lr: options.LearningRate = None,
+    batch_size: options.BatchSize = None,
+    group_by_length: options.GroupByLength = None,
+    precision: options.Precision = None,
     max_eval_samples: Annotated[int | None, given(
         "--max-eval-samples", help="Evaluate on a seeded subset of N examples.")] = None,
     time_samples: Annotated[int | None, given(
@@ -118,7 +108,7 @@ def run_command(
 
     Writes runs/<model>/<method>/<task>/<config-hash>/ (config, env, points, per-sample
     predictions, sample ids, summary). Rerunning the same command resumes or returns the
-    finished run.
+    finished run. An option left out takes the --config file's value, where it gives one.
     """
     from eebench.cli.train import parse_settings
     from eebench.run.config import load_config, merge

@@ -15,6 +15,7 @@ from typing import Annotated, Any
 
 import typer
 
+from eebench.cli import options
 from eebench.cli.app import app
 from eebench.cli.common import (
     DataDirOption,
@@ -71,38 +72,26 @@ def train_command(
         "--model", help="Backbone: minilm-l6, bert-base, a local model directory or a hub id.",
     )] = "minilm-l6",
     data_dir: Path | None = DataDirOption,
-    pooling: Annotated[str | None, typer.Option(
-        "--pooling", help="How the exit heads pool the tokens: cls or mean (default: the way the "
-        "backbone was pretrained to pool; see `eebench backbones`).", show_default=False)
-    ] = None,
-    max_train_samples: Annotated[int | None, typer.Option(
-        "--max-train-samples", help="Train on a seeded random subset of N examples.",
-        show_default=False)] = None,
-    epochs: Annotated[int, typer.Option("--epochs", help="Epochs per stage.")] = D.epochs,
-    batch_size: Annotated[int, typer.Option("--batch-size")] = D.batch_size,
-    lr: Annotated[float | None, typer.Option(
-        "--lr", help=f"Peak learning rate (default: the backbone's, see `eebench backbones`; "
-        f"else {D.lr:g}).", show_default=False)] = None,
+    pooling: options.Pooling = None,
+    max_train_samples: options.MaxTrainSamples = None,
+    epochs: options.Epochs = D.epochs,
+    batch_size: options.BatchSize = D.batch_size,
+    lr: options.LearningRate = None,
     heads_lr: Annotated[float | None, typer.Option(
         "--heads-lr", help="Learning rate of a stage that trains exit heads alone on a frozen "
         "backbone (DeeBERT's second stage).")] = D.heads_lr,
     warmup_ratio: Annotated[float, typer.Option("--warmup-ratio")] = D.warmup_ratio,
     weight_decay: Annotated[float, typer.Option("--weight-decay")] = D.weight_decay,
-    max_seq_length: Annotated[int, typer.Option("--max-seq-length")] = D.max_seq_length,
+    max_seq_length: options.MaxSeqLength = D.max_seq_length,
     seed: Annotated[int, typer.Option("--seed")] = D.seed,
-    precision: Annotated[str, typer.Option(
-        "--precision", help="auto (bf16 where the device has it natively and fast: a CUDA GPU "
-        "of compute capability 8.0+, a CPU with AMX or an AMD CPU with AVX-512 BF16; else fp32), "
-        "fp32, or bf16 (forward passes under bfloat16 autocast).")] = "auto",
+    precision: options.Precision = "auto",
     group_by_length: Annotated[bool, typer.Option(
         "--group-by-length", help="Batch training rows of similar length (less padding).")
     ] = D.group_by_length,
     layers: Annotated[int | None, typer.Option(
         "--layers", help="static: keep the first K layers (same as --setting layers=K).",
         show_default=False)] = None,
-    setting: Annotated[list[str] | None, typer.Option(
-        "--setting", "-s", help="A method setting key=value (repeatable).",
-        show_default=False)] = None,
+    setting: options.Setting = None,
     stage: Annotated[list[str] | None, typer.Option(
         "--stage", help=f"A per-stage override STAGE.FIELD=VALUE, FIELD one of "
         f"{', '.join(STAGE_FIELDS)} (repeatable).", show_default=False)] = None,
