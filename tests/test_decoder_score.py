@@ -290,3 +290,69 @@ def test_trained_exits_are_scored_against_the_lens_runs_static_truncation(tiny_r
     assert curves[tuned] == curves["static"]
     with pytest.raises(DataError, match="no static truncation to score it against"):
         score_decoder([trained])
+
+
+# ----------------------------------------------------------------- the leaderboard page and schema
+def test_the_leaderboard_page_shows_a_decoder_submission_in_its_own_section(submission, tiny_run,
+                                                                           tmp_path):
+    """Accepted, not rejected; a row per method with its score against the run's own static
+    truncation, which is what `eebench score` gives the run (elue_by_seed)."""
+    import html
+    import re
+
+    from eebench.score.decoder import elue_by_seed
+    from eebench.submit.site import build_site
+    from eebench.submit.site_decoder import decoder_rows
+
+    subs = tmp_path / "submissions"
+    subs.mkdir()
+    shutil.copy(submission, subs / "decoder.json")
+    site = build_site(subs, tmp_path / "site")
+    assert [v.path.name for v in site.accepted] == ["decoder.json"] and not site.rejected
+    rows = decoder_rows([site.accepted[0].submission])
+    by_seed = elue_by_seed([tiny_run])
+    methods = {p.method for p in tiny_run.points} - {"full"}
+    assert {r.method for r in rows} == methods and {r.task for r in rows} == {"humaneval-gen"}
+    seed = tiny_run.config.data.seed
+    for r in rows:
+        assert r.score == pytest.approx(by_seed[r.method]["humaneval-gen"][seed])
+        assert r.points == sum(p.method == r.method for p in tiny_run.points)
+        full = next(p.main for p in tiny_run.points if p.method == "full")
+        lossless = [p.flops_speedup for p in tiny_run.points
+                    if p.method == r.method and p.main >= full]
+        assert r.lossless_speedup == (max(lossless) if lossless else None)
+    page = (tmp_path / "site" / "index.html").read_text()
+    table = re.search(r'<table id="decoders">.*?</table>', page, re.S).group(0)
+    assert len(re.findall(r"<tr>", table)) == len(rows) + 1  # the header and a row per method
+    assert all(f">{html.escape(m)}</td>" in table for m in methods)
+    assert "0 submissions, 0 with an ELUE score; 1 decoder submissions; 0 rejected." in page
+    check = invoke("leaderboard", "check", subs)
+    assert check.exit_code == 0, check.output
+
+
+def test_an_adapter_run_has_no_score_on_the_page_and_says_why(submission):
+    from eebench.submit.decoder_schema import DecoderSubmission
+    from eebench.submit.site_decoder import NO_TRUNCATION, decoder_rows, decoder_table
+
+    data = json.loads(submission.read_text())
+    run = data["tasks"]["humaneval-gen"]["runs"][0]
+    run["points"] = [p for p in run["points"] if p["method"] != "static"]
+    sub = DecoderSubmission.model_validate(data)
+    assert all(r.score is None for r in decoder_rows([sub]))
+    assert NO_TRUNCATION in decoder_table([sub])
+
+
+def test_the_decoder_schema_is_committed_and_takes_a_decoder_submission(submission, tmp_path):
+    import jsonschema
+
+    from eebench.submit.decoder_schema import json_schema_text
+
+    committed = REPO / "leaderboard" / "decoder-schema.json"
+    assert committed.read_text(encoding="utf-8") == json_schema_text(), \
+        "run: eebench leaderboard schema --kind decoder --out leaderboard/decoder-schema.json"
+    schema = json.loads(committed.read_text())
+    jsonschema.Draft202012Validator(schema).validate(json.loads(submission.read_text()))
+    check = invoke("leaderboard", "schema", "--kind", "decoder", "--out", committed, "--check")
+    assert check.exit_code == 0, check.output
+    assert "is not a submission kind" in _one_line(invoke("leaderboard", "schema", "--kind",
+                                                          "llm"), 2)

@@ -22,7 +22,7 @@ from eebench.cli.common import (
     print_json,
     resolve_data_dir,
 )
-from eebench.errors import DataError, EebenchError, printable
+from eebench.errors import DataError, EebenchError, UsageError, printable
 from eebench.score.policy import Extrapolate
 
 PANEL = "Leaderboard"
@@ -276,12 +276,18 @@ def leaderboard_schema(
     ] = None,
     check: Annotated[bool, typer.Option(
         "--check", help="Fail if --out differs from the schema instead of writing it.")] = False,
+    kind: Annotated[str, typer.Option(
+        "--kind", help="encoder (leaderboard/schema.json) or decoder "
+        "(leaderboard/decoder-schema.json): the kind of submission.")] = "encoder",
 ) -> None:
     """The submission format as JSON Schema, generated from the pydantic models."""
     from eebench.io import atomic_write_text, read_text
-    from eebench.submit.schema import json_schema_text
+    from eebench.submit import decoder_schema, schema
 
-    text = json_schema_text()
+    kinds = {"encoder": schema.json_schema_text, "decoder": decoder_schema.json_schema_text}
+    if kind not in kinds:
+        raise UsageError(f"--kind {kind!r} is not a submission kind", hint="encoder or decoder")
+    text = kinds[kind]()
     if out is None:
         typer.echo(text, nl=False)
         return
@@ -290,7 +296,7 @@ def leaderboard_schema(
         current = read_text(out)
         if current != text:
             raise EebenchError(f"{out} is out of date",
-                               hint=f"eebench leaderboard schema --out {out}")
+                               hint=f"eebench leaderboard schema --kind {kind} --out {out}")
         err_console.print(f"{out} is up to date")
         return
     atomic_write_text(out, text)

@@ -4,6 +4,7 @@ the model's shapes, its exits, and every point of every decoder run per task
 
 from __future__ import annotations
 
+import json
 from typing import Annotated, Literal
 
 from pydantic import Field, StrictFloat, StrictInt, field_validator
@@ -28,6 +29,7 @@ from eebench.submit.schema import (
     Submission,
     Text,
     _Strict,
+    json_schema,
 )
 
 DECODER_SCHEMA_VERSION = 1
@@ -122,3 +124,15 @@ class DecoderSubmission(_Strict):
         return v
 
     _created = field_validator("created")(Submission._iso_8601.__func__)
+
+
+DECODER_SCHEMA_ID = "https://eebench.dev/leaderboard/decoder-schema.json"
+
+
+def json_schema_text() -> str:
+    """The JSON Schema of a decoder submission (`eebench leaderboard schema --kind decoder`)."""
+    schema = json_schema(DecoderSubmission, schema_id=DECODER_SCHEMA_ID,
+                         title="eebench leaderboard decoder submission",
+                         version=DECODER_SCHEMA_VERSION,
+                         source="eebench/submit/decoder_schema.py", command=" --kind decoder")
+    return json.dumps(schema, indent=2, sort_keys=True) + "\n"

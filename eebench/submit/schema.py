@@ -324,15 +324,20 @@ class Submission(_Strict):
         return v
 
 
-def json_schema() -> dict:
-    """The JSON Schema of a submission file (what `eebench leaderboard schema` writes)."""
-    schema = Submission.model_json_schema()
+def json_schema(model: type[BaseModel] | None = None, *, schema_id: str = SCHEMA_ID,
+                title: str = "eebench leaderboard submission",
+                version: int = SUBMISSION_SCHEMA_VERSION,
+                source: str = "eebench/submit/schema.py", command: str = "") -> dict:
+    """The JSON Schema of a submission file (what `eebench leaderboard schema` writes): the
+    encoder kind's by default, or that of another kind's model (the decoder kind:
+    eebench.submit.decoder_schema.json_schema_text)."""
+    schema = (model or Submission).model_json_schema()
     return {
         "$schema": "https://json-schema.org/draft/2020-12/schema",
-        "$id": SCHEMA_ID,
-        "title": "eebench leaderboard submission",
-        "description": f"schema_version {SUBMISSION_SCHEMA_VERSION}; generated from "
-                       "eebench/submit/schema.py by `eebench leaderboard schema`",
+        "$id": schema_id,
+        "title": title,
+        "description": f"schema_version {version}; generated from {source} by "
+                       f"`eebench leaderboard schema{command}`",
         **{k: v for k, v in schema.items() if k not in ("title", "description")},
     }
 

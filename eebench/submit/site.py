@@ -20,7 +20,6 @@ from __future__ import annotations
 
 import base64
 import hashlib
-import html
 import io
 import math
 import re
@@ -37,8 +36,11 @@ from matplotlib.figure import Figure
 from eebench.errors import DataError, printable
 from eebench.io import atomic_write_text, not_a_directory
 from eebench.measure.quality import PARAM_BUCKETS_M, param_bucket
+from eebench.submit.decoder_schema import DecoderSubmission
+from eebench.submit.markup import cell, esc, num
 from eebench.submit.rescore import References, default_references
 from eebench.submit.schema import Submission
+from eebench.submit.site_decoder import decoder_table
 from eebench.submit.validate import Verdict, validate_file
 
 # ELUE's parameter buckets (eebench.measure.quality.PARAM_BUCKETS_M), and everything
@@ -51,15 +53,10 @@ SVG_METADATA = ("Date", "Creator", "Format", "Type")
 SVG_NS, XLINK_NS = "http://www.w3.org/2000/svg", "http://www.w3.org/1999/xlink"
 
 
-def esc(value: object) -> str:
-    """Text or attribute value, HTML-escaped (quotes included)."""
-    return html.escape(str(value), quote=True)
-
-
 @dataclass(frozen=True)
 class Site:
     index: Path
-    accepted: list[Verdict]
+    accepted: list[Verdict]  # encoder and decoder submissions
     rejected: list[Verdict]
 
 
@@ -89,19 +86,6 @@ def _fill(template: str, values: dict[str, str]) -> str:
 
 
 # ---------------------------------------------------------------------------------------- table
-def _num(value: float | None, digits: int = 2, signed: bool = True) -> tuple[str, str]:
-    """(data-value, shown text) of a number; ("", "–") when missing."""
-    if value is None or not math.isfinite(value):
-        return "", "–"
-    return repr(float(value)), (f"{value:+.{digits}f}" if signed else f"{value:.{digits}f}")
-
-
-def _cell(value: str, text: str, cls: str = "") -> str:
-    classes = " ".join(c for c in (cls, "missing" if value == "" else "") if c)
-    attr = f' class="{classes}"' if classes else ""
-    return f'<td{attr} data-value="{esc(value)}">{esc(text)}</td>'
-
-
 def _table(subs: list[tuple[Verdict, Submission]], tasks: list[str]) -> str:
     head = ['<th class="text" data-sort="text">Submission</th>',
             '<th class="text" data-sort="text">Model</th>',
@@ -114,13 +98,13 @@ def _table(subs: list[tuple[Verdict, Submission]], tasks: list[str]) -> str:
     rows = []
     for verdict, s in subs:
         elue = s.elue.tasks if s.elue else {}
-        cells = [_cell(s.name, s.name, "text"), _cell(s.model.name, s.model.name, "text"),
-                 _cell(s.method.name, s.method.name, "text"),
-                 _cell(str(s.model.params), f"{s.model.params / 1e6:.1f}M"),
-                 _cell(_bucket(s.model.params), _bucket(s.model.params), "text")]
-        cells += [_cell(*_num(elue.get(t))) for t in tasks]
-        cells.append(_cell(*_num(s.elue.overall if s.elue else None)))
-        cells.append(_reference_cell(verdict))
+        cells = [cell(s.name, s.name, "text"), cell(s.model.name, s.model.name, "text"),
+                 cell(s.method.name, s.method.name, "text"),
+                 cell(str(s.model.params), f"{s.model.params / 1e6:.1f}M"),
+                 cell(_bucket(s.model.params), _bucket(s.model.params), "text")]
+        cells += [cell(*num(elue.get(t))) for t in tasks]
+        cells.append(cell(*num(s.elue.overall if s.elue else None)))
+        cells.append(_referencecell(verdict))
         rows.append(f'<tr data-params="{s.model.params}" data-file="{esc(_file(verdict))}">'
                     + "".join(cells) + "</tr>")
     return ('<table id="board"><thead><tr>' + "".join(head) + "</tr></thead><tbody>\n"
@@ -133,12 +117,12 @@ def _file(verdict: Verdict) -> str:
     return printable(verdict.path.name)
 
 
-def _reference_cell(verdict: Verdict) -> str:
+def _referencecell(verdict: Verdict) -> str:
     """The reference file the ELUE score was recomputed against and its sha256 (shortened; the
     whole digest in the title): two references of one name are told apart."""
     ref = verdict.reference
     if ref is None:
-        return _cell("", "–", "text")
+        return cell("", "–", "text")
     name = printable(ref.path.name)
     return (f'<td class="text" data-value="{esc(name)} {ref.sha256}" '
             f'title="{esc(ref.curves.name)}: {esc(name)}, sha256 {ref.sha256}">'
@@ -250,8 +234,11 @@ def _sort_key(item: tuple[Verdict, Submission]) -> tuple:
 
 
 def render(accepted: list[Verdict], rejected: list[Verdict]) -> str:
-    """The page's HTML for checked submissions (accepted ones carry their Submission)."""
-    subs = sorted(((v, v.submission) for v in accepted if v.submission is not None),
+    """The page's HTML for checked submissions (accepted ones carry their Submission): the
+    encoder ones in the sortable table and the Pareto figures, the decoder ones in their own
+    section (eebench.submit.site_decoder)."""
+    decoders = [v.submission for v in accepted if isinstance(v.submission, DecoderSubmission)]
+    subs = sorted(((v, v.submission) for v in accepted if isinstance(v.submission, Submission)),
                   key=_sort_key)
     tasks = sorted({t for _, s in subs for t in s.tasks})
     with_ref = sum(1 for _, s in subs if s.elue is not None)
@@ -259,12 +246,13 @@ def render(accepted: list[Verdict], rejected: list[Verdict]) -> str:
     return _fill(template, {
         "csp": esc(_csp(template)),
         "summary": esc(f"{len(subs)} submissions, {with_ref} with an ELUE score; "
-                       f"{len(rejected)} rejected."),
+                       f"{len(decoders)} decoder submissions; {len(rejected)} rejected."),
         "filters": _filters(),
         "shown": str(len(subs)),
         "total": str(len(subs)),
         "table": _table(subs, tasks),
         "plots": _plots(subs),
+        "decoders": decoder_table(decoders),
         "rejected": _rejected(rejected),
     })
 
@@ -287,9 +275,6 @@ def build_site(submissions_dir: Path, out_dir: Path,
                references: References | None = None) -> Site:
     """Validate every *.json in `submissions_dir` (check_dir) and write `out_dir/index.html`."""
     verdicts = check_dir(submissions_dir, references)
-    verdicts = [v if getattr(v.submission, "kind", None) != "decoder" else
-                Verdict(v.path, None, "a decoder submission: the page shows encoder submissions")
-                for v in verdicts]
     accepted = [v for v in verdicts if v.ok]
     rejected = [v for v in verdicts if not v.ok]
     index = Path(out_dir) / "index.html"

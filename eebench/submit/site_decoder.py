@@ -1,0 +1,117 @@
+"""The leaderboard page's decoder section: a row per decoder submission, task and method.
+
+A decoder submission (`"kind": "decoder"`) holds every point of its runs; the page reads from
+them, per method, what docs/results.md reads from run directories:
+
+- its score against the run's own static truncation (eebench.score.decoder's ELUE-style score:
+  the mean, over the method's points, of its main metric minus the curve of the run's static and
+  full points at its FLOPs per token), averaged over the runs (seeds). A run of trained exits has
+  no static points (its truncations are `ee-tuning`'s): it is scored against a run of untrained
+  exits, which a submission does not hold, so its cell is empty and says why;
+- the most FLOPs per token it saves without losing quality: the highest FLOPs speed-up among its
+  points whose main metric is at least the full model's (empty when none is).
+
+Every string is a stranger's: each one is escaped where it is written (`esc`).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from dataclasses import dataclass
+
+import numpy as np
+
+from eebench.score.decoder_table import LABEL_DEFAULTS, REFERENCE_METHODS, SWEEPS
+from eebench.score.elue import elue_deltas
+from eebench.score.policy import DEFAULT_EXTRAPOLATE
+from eebench.submit.decoder_schema import DecoderPointEntry, DecoderRunEntry, DecoderSubmission
+from eebench.submit.markup import cell, esc
+
+NO_TRUNCATION = "trained exits: scored against a run of untrained exits, not in the submission"
+
+
+@dataclass(frozen=True)
+class DecoderRow:
+    """One method of one decoder submission on one task."""
+
+    submission: str
+    model: str
+    exits: str  # "lens 6,12,18,24" or "adapter (rank 16) 6,12,18,24"
+    task: str
+    method: str  # the method, and any setting off its default in parentheses
+    points: int  # over every run (seed)
+    full_main: float  # the full model's main metric, mean over the runs
+    score: float | None  # against the run's own static truncation, mean over the runs
+    lossless_speedup: float | None  # the highest FLOPs speed-up at the full model's quality
+
+
+def _label(p: DecoderPointEntry) -> str:
+    swept = set(SWEEPS.get(p.method, ()))
+    notes = [str(v) if isinstance(v, str) else f"{k}={v:g}" for k, v in p.setting.items()
+             if k not in swept and LABEL_DEFAULTS.get(k) != v]
+    return f"{p.method} ({', '.join(notes)})" if notes else p.method
+
+
+def _scores(run: DecoderRunEntry) -> dict[str, float]:
+    """Each method's score in one run against its own static truncation (none without one)."""
+    if not any(p.method == "static" for p in run.points):
+        return {}
+    ref = sorted((p.flops_per_token, p.main) for p in run.points if p.method in REFERENCE_METHODS)
+    by_label: dict[str, list[float]] = {}
+    for p in run.points:
+        delta = elue_deltas([f for f, _ in ref], [m for _, m in ref], [p.flops_per_token],
+                            [p.main], DEFAULT_EXTRAPOLATE)[0]
+        by_label.setdefault(_label(p), []).append(float(delta))
+    return {label: float(np.mean(v)) for label, v in by_label.items()}
+
+
+def _exits(sub: DecoderSubmission) -> str:
+    m = sub.model
+    head = m.head if m.rank is None else f"{m.head} (rank {m.rank})"
+    return f"{head} {','.join(str(k) for k in m.exit_layers)}"
+
+
+def decoder_rows(subs: Sequence[DecoderSubmission]) -> list[DecoderRow]:
+    """The section's rows, by submission name, task and method (the full model left out)."""
+    rows = []
+    for sub in sorted(subs, key=lambda s: s.name):
+        for task, entry in sorted(sub.tasks.items()):
+            fulls = [next(p.main for p in r.points if p.method == "full") for r in entry.runs]
+            scores = [_scores(r) for r in entry.runs]
+            labels = dict.fromkeys(_label(p) for r in entry.runs for p in r.points
+                                   if p.method != "full")
+            for label in labels:
+                points = [(p, full) for r, full in zip(entry.runs, fulls, strict=True)
+                          for p in r.points if _label(p) == label]
+                per_run = [s[label] for s in scores if label in s]
+                lossless = [p.flops_speedup for p, full in points if p.main >= full]
+                rows.append(DecoderRow(
+                    submission=sub.name, model=sub.model.name, exits=_exits(sub), task=task,
+                    method=label, points=len(points), full_main=float(np.mean(fulls)),
+                    score=float(np.mean(per_run)) if len(per_run) == len(entry.runs) else None,
+                    lossless_speedup=max(lossless) if lossless else None))
+    return rows
+
+
+def decoder_table(subs: Sequence[DecoderSubmission]) -> str:
+    """The section's HTML: a note when there is no decoder submission, else the table."""
+    rows = decoder_rows(subs)
+    if not rows:
+        return '<p class="note" id="decoders">No decoder submissions.</p>'
+    head = "".join(f'<th class="{cls}">{esc(text)}</th>' for text, cls in (
+        ("Submission", "text"), ("Model", "text"), ("Exits", "text"), ("Task", "text"),
+        ("Method", "text"), ("Points", ""), ("Full model", ""),
+        ("Score vs static truncation", ""), ("Lossless FLOPs speed-up", "")))
+    body = []
+    for r in rows:
+        score = (cell("", "–", "text", title=NO_TRUNCATION) if r.score is None else
+                 cell(f"{r.score:.4f}", f"{r.score:+.2f}"))
+        speedup = (cell("", "–") if r.lossless_speedup is None else
+                   cell(f"{r.lossless_speedup:.4f}", f"{r.lossless_speedup:.2f}x"))
+        body.append("<tr>" + "".join([
+            cell(r.submission, r.submission, "text"), cell(r.model, r.model, "text"),
+            cell(r.exits, r.exits, "text"), cell(r.task, r.task, "text"),
+            cell(r.method, r.method, "text"), cell(str(r.points), str(r.points)),
+            cell(f"{r.full_main:.4f}", f"{r.full_main:.2f}"), score, speedup]) + "</tr>")
+    return ('<table id="decoders"><thead><tr>' + head + "</tr></thead><tbody>\n"
+            + "\n".join(body) + "\n</tbody></table>")
