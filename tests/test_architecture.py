@@ -160,6 +160,15 @@ def _circles(graph: dict[str, dict[str, int]]) -> list[list[str]]:
 KNOWN_CIRCLES: list[list[str]] = []
 
 
+def test_no_module_imports_another_ones_private_names():
+    """A name another module needs is public: `from x import _name` (dunders aside) reaches into
+    a module's insides, which it may change without telling anyone."""
+    private = [f"{path.relative_to(PACKAGE.parent)}:{line}: {module}.{name}"
+               for path in _modules() for line, module, name in _imports(path, names=True)
+               if name.startswith("_") and not name.startswith("__")]
+    assert not private, "\n".join(private)
+
+
 def test_no_import_circles():
     """No module imports itself through others: not inside a stage, not between the shared
     utilities. A circle is a lazy import away from an import-order bug, and it hides which of

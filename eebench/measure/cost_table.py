@@ -147,7 +147,7 @@ _ABSENT = object()
 
 
 @contextmanager
-def _eager_attention(model: nn.Module) -> Iterator[None]:
+def eager_attention(model: nn.Module) -> Iterator[None]:
     """Count attention as eager matmuls: fvcore and FlopCounterMode both have gaps for SDPA."""
     configs = {id(c): c for c in [getattr(model, "config", None)]
                + [getattr(m, "config", None) for m in model.modules()]
@@ -227,7 +227,7 @@ def build_cost_table(model: nn.Module, max_len: int, convention: str = DEFAULT_C
 
     shared: dict[tuple, tuple[np.ndarray, Callable[[int], Fraction]]] = {}
     rows, all_fitted = [], True
-    with _eager_attention(model):
+    with eager_attention(model):
         for sig, call in pieces:
             if sig in shared:  # same structure: verify the shared cost with one cheap count
                 costs, poly = shared[sig]

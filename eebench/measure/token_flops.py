@@ -23,7 +23,7 @@ import numpy as np
 import torch
 
 from eebench.errors import EebenchError
-from eebench.measure.cost_table import CostTable, _eager_attention
+from eebench.measure.cost_table import CostTable, eager_attention
 from eebench.measure.flops import count_flops
 
 FIT = ((1, 2), (2, 2), (1, 3), (2, 3))  # (q, n): a + b q + c n + d q n through these
@@ -90,7 +90,7 @@ def build_live_costs(model, convention: str) -> LiveCosts:
         return (lambda h, m: live_layer(model.layers[i], h, m, live)), (hidden, mask)
 
     rows = []
-    with _eager_attention(model):
+    with eager_attention(model):
         for i in range(len(model.layers)):
             rows.append(_fit(lambda q, n, i=i: count_flops(*call(i, q, n), convention,
                                                            model)))

@@ -21,7 +21,7 @@ from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any, Literal
 
 from eebench.rules.base import ExitRule, Signals, State, StepResult, meets
-from eebench.rules.catalog import RuleKind, _grid, _require, register_rule
+from eebench.rules.catalog import RuleKind, even_grid, register_rule, require
 from eebench.rules.sweep import RuleSettings
 
 if TYPE_CHECKING:  # torch stays out of `eebench rules`
@@ -43,10 +43,10 @@ class Calm(RuleKind):
         measure: Measure = "maxprob"
 
     def default_sweep(self, num_layers, is_regression, num_labels=2):
-        return _grid(0.0, 1.0)  # 0: every token at the first exit; 1: (almost) never early
+        return even_grid(0.0, 1.0)  # 0: every token at the first exit; 1: (almost) never early
 
     def check(self, value):
-        _require(0 <= value <= 1, self.name, "the threshold is a probability in [0, 1]", value)
+        require(0 <= value <= 1, self.name, "the threshold is a probability in [0, 1]", value)
 
     def build(self, value, facts):
         measure = self.settings(facts.rule_settings)["measure"]

@@ -233,11 +233,11 @@ def all_needs() -> dict[str, str]:
     return out
 
 
-def _grid(low: float, high: float) -> list[float]:
+def even_grid(low: float, high: float) -> list[float]:
     return [round(low + (high - low) * k / GRID_STEPS, 6) for k in range(GRID_STEPS + 1)]
 
 
-def _require(ok: bool, rule: str, what: str, value: Any) -> None:
+def require(ok: bool, rule: str, what: str, value: Any) -> None:
     if not ok:
         shown = f"{value:g}" if isinstance(value, (int, float)) else shown_values(value)
         raise UsageError(f"rule {rule!r}: {what}, got {shown}")
@@ -249,10 +249,10 @@ class Entropy(RuleKind):
     paper = "DeeBERT (Xin et al., ACL 2020)"
 
     def default_sweep(self, num_layers, is_regression, num_labels=2):
-        return _grid(0.0, math.log(max(num_labels, 2)))  # 0: never early; ln C: almost always
+        return even_grid(0.0, math.log(max(num_labels, 2)))  # 0: never early; ln C: almost always
 
     def check(self, value):
-        _require(value >= 0, self.name, "the threshold must be >= 0", value)
+        require(value >= 0, self.name, "the threshold must be >= 0", value)
 
     def build(self, value, facts):
         from eebench.rules.entropy import EntropyRule
@@ -266,10 +266,10 @@ class NormalizedEntropy(RuleKind):
     paper = "FastBERT (Liu et al., ACL 2020)"
 
     def default_sweep(self, num_layers, is_regression, num_labels=2):
-        return _grid(0.0, 1.0)
+        return even_grid(0.0, 1.0)
 
     def check(self, value):
-        _require(value >= 0, self.name, "the threshold must be >= 0", value)
+        require(value >= 0, self.name, "the threshold must be >= 0", value)
 
     def build(self, value, facts):
         from eebench.rules.entropy import EntropyRule
@@ -284,10 +284,10 @@ class MaxProb(RuleKind):
     comparison = ">="
 
     def default_sweep(self, num_layers, is_regression, num_labels=2):
-        return _grid(1.0 / max(num_labels, 2), 1.0)  # 1/C: always early; 1: (almost) never
+        return even_grid(1.0 / max(num_labels, 2), 1.0)  # 1/C: always early; 1: (almost) never
 
     def check(self, value):
-        _require(0 <= value <= 1, self.name, "the threshold is a probability in [0, 1]", value)
+        require(0 <= value <= 1, self.name, "the threshold is a probability in [0, 1]", value)
 
     def build(self, value, facts):
         from eebench.rules.maxprob import MaxProbRule
@@ -326,7 +326,7 @@ class Patience(RuleKind):
 
     def check(self, value):
         patience = self.values(value)["patience"]
-        _require(patience >= 1, self.name, "patience must be a positive integer", patience)
+        require(patience >= 1, self.name, "patience must be a positive integer", patience)
 
     def build(self, value, facts):
         from eebench.rules.patience import PatienceRule
@@ -362,7 +362,7 @@ class ConfidentPatience(RuleKind):
 
     def check(self, value):
         values = self.values(value)
-        _require(values["patience"] >= 1 and 0 <= values["threshold"] < 1, self.name,
+        require(values["patience"] >= 1 and 0 <= values["threshold"] < 1, self.name,
                  "patience >= 1 and a threshold in [0, 1)", values)
 
     def build(self, value, facts):
@@ -380,10 +380,10 @@ class Learned(RuleKind):
     needs = ("exit-score",)
 
     def default_sweep(self, num_layers, is_regression, num_labels=2):
-        return _grid(0.0, 1.0)
+        return even_grid(0.0, 1.0)
 
     def check(self, value):
-        _require(value >= 0, self.name, "the threshold must be >= 0", value)
+        require(value >= 0, self.name, "the threshold must be >= 0", value)
 
     def build(self, value, facts):
         from eebench.rules.learned import LearnedExitRule

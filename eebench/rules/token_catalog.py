@@ -19,7 +19,7 @@ from typing import Annotated, Literal
 
 from pydantic import AfterValidator, Field
 
-from eebench.rules.catalog import RuleKind, _grid, _require, register_rule
+from eebench.rules.catalog import RuleKind, even_grid, register_rule, require
 from eebench.rules.sweep import RuleSettings
 
 
@@ -39,7 +39,7 @@ class _TokenRule(RuleKind):
     halts_tokens = False
 
     def check(self, value):
-        _require(value >= 0, self.name, "the threshold must be >= 0", value)
+        require(value >= 0, self.name, "the threshold must be >= 0", value)
 
     def sentence_entropy(self, value, facts, **how):
         """A rule of the whole sentence on its words' entropies (mean-entropy, sentee): `how`
@@ -56,7 +56,7 @@ class MeanEntropy(_TokenRule):
     paper = "the early-exit survey's NER adaption of DeeBERT (CoNLL-2003, max threshold ln C)"
 
     def default_sweep(self, num_layers, is_regression, num_labels=2):
-        return _grid(0.0, math.log(max(num_labels, 2)))
+        return even_grid(0.0, math.log(max(num_labels, 2)))
 
     def build(self, value, facts):
         return self.sentence_entropy(value, facts, aggregate="mean", normalized=False)
@@ -73,7 +73,7 @@ class SentEE(_TokenRule):
         window: Window = 1  # the authors pool no window for SENTEE
 
     def default_sweep(self, num_layers, is_regression, num_labels=2):
-        return _grid(0.0, 1.0)
+        return even_grid(0.0, 1.0)
 
     def build(self, value, facts):
         s = self.settings(facts.rule_settings)
@@ -94,7 +94,7 @@ class TokEE(_TokenRule):
         halted: Literal["current", "certain"] = "current"
 
     def default_sweep(self, num_layers, is_regression, num_labels=2):
-        return _grid(0.0, 0.5)  # twice the threshold above halfway: 0..1 there
+        return even_grid(0.0, 0.5)  # twice the threshold above halfway: 0..1 there
 
     def build(self, value, facts):
         from eebench.rules.tokens import TokenHaltRule

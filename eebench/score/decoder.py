@@ -129,7 +129,7 @@ def _reference(runs: Sequence[DecodeRun], points: Sequence[Point],
         ReferencePoint,
         RunRecord,
         TaskCurve,
-        _iso,
+        iso_time,
     )
 
     tasks: dict[str, TaskCurve] = {}
@@ -149,11 +149,11 @@ def _reference(runs: Sequence[DecodeRun], points: Sequence[Point],
         model=", ".join(sorted({r.config.model for r in runs})),
         flops_convention=first.config.flops_convention, split=first.config.split,
         provenance=Provenance(
-            created=_iso(), eebench_version=__version__, method="static",
+            created=iso_time(), eebench_version=__version__, method="static",
             seeds=sorted({r.config.data.seed for r in runs}),
             runs=[RunRecord(path=str(r.path), task=r.config.task, seed=r.config.data.seed,
                             config_hash=r.config.key(),
-                            written=_iso((r.path / "points.jsonl").stat().st_mtime))
+                            written=iso_time((r.path / "points.jsonl").stat().st_mtime))
                   for r in runs]),
         tasks=tasks)
 

@@ -103,7 +103,7 @@ class ReferenceCurves(_Data):
         return self.tasks[task]
 
 
-def _iso(ts: float | None = None) -> str:
+def iso_time(ts: float | None = None) -> str:
     when = datetime.now(timezone.utc) if ts is None else datetime.fromtimestamp(ts, timezone.utc)
     return when.replace(microsecond=0).isoformat()
 
@@ -153,7 +153,7 @@ def build_reference(runs: Sequence[Run], name: str | None = None) -> ReferenceCu
     first = runs[0].points[0]
     records = [
         RunRecord(path=str(r.path), task=r.config.task, seed=r.config.seed,
-                  config_hash=r.config.key(), written=_iso(_mtime(r.path / "points.jsonl")))
+                  config_hash=r.config.key(), written=iso_time(_mtime(r.path / "points.jsonl")))
         for r in runs
     ]
     return ReferenceCurves(
@@ -163,7 +163,7 @@ def build_reference(runs: Sequence[Run], name: str | None = None) -> ReferenceCu
         flops_convention=first.flops_convention,
         split=first.split,
         provenance=Provenance(
-            created=_iso(), eebench_version=__version__, method=runs[0].config.method,
+            created=iso_time(), eebench_version=__version__, method=runs[0].config.method,
             seeds=sorted({r.config.seed for r in runs}), runs=records,
         ),
         tasks=tasks,

@@ -70,7 +70,7 @@ def model_dir_sha256(directory: Path) -> str | None:
     return h.hexdigest()
 
 
-def _one(runs, what: str, value) -> str:
+def single_value(runs, what: str, value) -> str:
     """The single value of `what` over the runs, or a one-line refusal."""
     seen = {value(r) for r in runs}
     if len(seen) > 1:
@@ -162,7 +162,7 @@ def _data_files(task: str, split: str, data_dir: Path | None) -> list[DataFile]:
     return out
 
 
-def _environment(run_dir: Path) -> Environment:
+def run_environment(run_dir: Path) -> Environment:
     env = read_json(run_dir / ENV_FILE)
     if not isinstance(env, dict):
         raise DataError(f"{run_dir / ENV_FILE}: not a JSON object")
@@ -198,7 +198,7 @@ def _elue(points, reference: Path, extrapolate: str, label: str) -> EluScore:
                       tasks=dict(sorted(per_task.items())), overall=overall(per_task))
 
 
-def _eebench_info() -> EebenchInfo:
+def eebench_info() -> EebenchInfo:
     from eebench import __version__
     from eebench.measure.env import git_state
 
@@ -247,20 +247,21 @@ def _build(inputs: Sequence[str | Path], data_dir: Path | None, reference: Path 
         check_points(run)
 
     fill_quality(runs)  # the quality fields of runs written without them, from their arrays
-    model = _one(runs, "models", lambda r: r.config.model)
-    method = _one(runs, "methods", lambda r: r.config.label)
-    _one(runs, "method settings", lambda r: json.dumps(r.config.method_settings, sort_keys=True))
-    convention = _one(runs, "FLOPs conventions", lambda r: r.config.flops_convention)
-    pooling = _one(runs, "exit-head poolings", lambda r: r.config.pooling)
+    model = single_value(runs, "models", lambda r: r.config.model)
+    method = single_value(runs, "methods", lambda r: r.config.label)
+    single_value(runs, "method settings",
+                 lambda r: json.dumps(r.config.method_settings, sort_keys=True))
+    convention = single_value(runs, "FLOPs conventions", lambda r: r.config.flops_convention)
+    pooling = single_value(runs, "exit-head poolings", lambda r: r.config.pooling)
     raw = raw_points(runs)
     check_consistent(raw)
     points = aggregate_seeds(raw)  # refuses a seed given twice for one task
-    num_layers = int(_one(runs, "model depths", lambda r: str(r.points[0].num_layers)))
+    num_layers = int(single_value(runs, "model depths", lambda r: str(r.points[0].num_layers)))
 
     envs: list[Environment] = []
     entries: dict[str, list[RunEntry]] = {}
     for run in sorted(runs, key=lambda r: (r.config.task, r.config.seed)):
-        env = _environment(run.path)
+        env = run_environment(run.path)
         if env not in envs:
             envs.append(env)
         predictions = run.path / PREDICTIONS_FILE
@@ -294,7 +295,7 @@ def _build(inputs: Sequence[str | Path], data_dir: Path | None, reference: Path 
                             settings=dict(runs[0].config.method_settings)),
         flops=FlopsInfo(convention=convention, counter=FLOPS_COUNTER),
         seeds=sorted({r.config.seed for r in runs}),
-        tasks=tasks, environments=envs, eebench=_eebench_info(),
+        tasks=tasks, environments=envs, eebench=eebench_info(),
         elue=_elue(points, reference, extrapolate, label) if reference is not None else None,
     )
 

@@ -23,7 +23,7 @@ SHARES = ("accuracy",)  # metrics that are a share of the run's samples (sequenc
 QUALITY_SHARES = ("consistency", "exit_gain", "exit_loss")
 
 
-def _whole(x: float) -> bool:
+def is_whole(x: float) -> bool:
     """Whether `x` is a whole number, to the rounding of the percentages it came from."""
     return abs(x - round(x)) <= 1e-6 * max(1.0, abs(x))
 
@@ -36,7 +36,7 @@ def check_counts(p, where: str, n_samples: int) -> None:
     shares.update({name: getattr(p, name) for name in QUALITY_SHARES
                    if getattr(p, name) is not None})
     for name, value in shares.items():
-        if not _whole(value * n_samples / 100):
+        if not is_whole(value * n_samples / 100):
             raise DataError(f"{where}: {name} {value:.6g} is no whole number of its "
                             f"{n_samples} samples ({value * n_samples / 100:.6g})")
     if "accuracy" in p.metrics and "f1" in p.metrics:
@@ -63,7 +63,7 @@ def _check_f1(accuracy: float, f1: float, where: str, n: int) -> None:
         ok = errors == 0
     else:
         tp = f * errors / (2 * (1 - f))
-        ok = _whole(tp) and 1 <= round(tp) <= right
+        ok = is_whole(tp) and 1 <= round(tp) <= right
     if not ok:
         raise DataError(f"{where}: f1 {f1:.6g} is not what {errors} errors in {n} samples "
                         f"give (accuracy {accuracy:.6g})")

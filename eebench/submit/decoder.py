@@ -71,19 +71,19 @@ def build_decoder_submission(paths: Sequence[Path], name: str | None = None
                              ) -> DecoderSubmission:
     """A DecoderSubmission from decoder run directories of one model and exits, checked."""
     from eebench.score.decoder_table import load_decoder_runs
-    from eebench.submit.build import _eebench_info, _environment, _one
+    from eebench.submit.build import eebench_info, run_environment, single_value
     from eebench.submit.validate import schema_error
 
     runs = load_decoder_runs(paths)
-    model = _one(runs, "models", lambda r: r.config.model)
-    _one(runs, "exit settings", lambda r: r.config.exits.model_dump_json())
-    convention = _one(runs, "FLOPs conventions", lambda r: r.config.flops_convention)
+    model = single_value(runs, "models", lambda r: r.config.model)
+    single_value(runs, "exit settings", lambda r: r.config.exits.model_dump_json())
+    convention = single_value(runs, "FLOPs conventions", lambda r: r.config.flops_convention)
     try:
         shape = _shape(model)
         envs: list[Environment] = []
         tasks: dict[str, list[DecoderRunEntry]] = {}
         for run in sorted(runs, key=lambda r: (r.config.task, r.config.data.seed)):
-            env = _environment(run.path)
+            env = run_environment(run.path)
             if env not in envs:
                 envs.append(env)
             greedy = run.points[0].decoding == "greedy"
@@ -107,7 +107,7 @@ def build_decoder_submission(paths: Sequence[Path], name: str | None = None
                                           main_metric=first[task].main_metric,
                                           metrics=list(first[task].metrics), runs=entries)
                    for task, entries in tasks.items()},
-            environments=envs, eebench=_eebench_info())
+            environments=envs, eebench=eebench_info())
     except ValidationError as e:
         raise DataError(f"the runs do not make a valid submission: {schema_error(e)}") from None
     try:

@@ -21,7 +21,7 @@ from __future__ import annotations
 import math
 
 from eebench.errors import DataError, EebenchError
-from eebench.submit.counts import _whole, check_task_metrics
+from eebench.submit.counts import check_task_metrics, is_whole
 from eebench.submit.decoder_schema import (
     DecoderPointEntry,
     DecoderRunEntry,
@@ -75,7 +75,7 @@ def _check_metrics(p: DecoderPointEntry, where: str, t: DecoderTaskEntry, spec, 
         if name == "perplexity" and value < 1:
             raise DataError(f"{where}: perplexity {value} is below 1")
         count = n_tokens if name in TOKEN_SHARES else n_samples if name in SAMPLE_SHARES else 0
-        if count and not _whole(value * count / 100):
+        if count and not is_whole(value * count / 100):
             raise DataError(f"{where}: {name} {value:.6g} is no whole number of its {count} "
                             f"{'tokens' if name in TOKEN_SHARES else 'samples'}")
     if p.main != p.metrics[spec.main_metric]:

@@ -26,9 +26,9 @@ from eebench.submit.schema import (
     Sha256,
     Share,
     Size,
+    StrictModel,
     Submission,
     Text,
-    _Strict,
     json_schema,
 )
 
@@ -37,7 +37,7 @@ DECODER_FLOPS_UNIT = "FLOPs per token"
 DecoderMetric = Annotated[float, Field(ge=0, le=1e9)]  # percent, or a perplexity
 
 
-class DecoderShapeInfo(_Strict):
+class DecoderShapeInfo(StrictModel):
     """The causal LM's config numbers its FLOPs are counted from (eebench.measure.decoder_flops)."""
 
     layers: int = Field(ge=1, le=MAX_LAYERS)
@@ -49,7 +49,7 @@ class DecoderShapeInfo(_Strict):
     vocab: Annotated[int, Field(ge=1, le=10**8)]
 
 
-class DecoderModelInfo(_Strict):
+class DecoderModelInfo(StrictModel):
     name: Name
     source: Literal["local", "hub"]
     local_sha256: Sha256 | None = None
@@ -60,7 +60,7 @@ class DecoderModelInfo(_Strict):
     rank: Size | None = None  # an adapter's bottleneck (null for the lens)
 
 
-class DecoderPointEntry(_Strict):
+class DecoderPointEntry(StrictModel):
     """One operating point of one method (eebench.run.decoding.DecoderPoint's numbers)."""
 
     method: Name
@@ -76,7 +76,7 @@ class DecoderPointEntry(_Strict):
     acceptance_rate: Share | None = None
 
 
-class DecoderRunEntry(_Strict):
+class DecoderRunEntry(StrictModel):
     """One decoder run directory (one data seed) of one task."""
 
     seed: Seed
@@ -92,14 +92,14 @@ class DecoderRunEntry(_Strict):
     points: list[DecoderPointEntry] = Field(min_length=1, max_length=MAX_POINTS)
 
 
-class DecoderTaskEntry(_Strict):
+class DecoderTaskEntry(StrictModel):
     split: Name
     main_metric: Name
     metrics: list[Name] = Field(min_length=1, max_length=MAX_METRICS)
     runs: list[DecoderRunEntry] = Field(min_length=1, max_length=MAX_RUNS)
 
 
-class DecoderSubmission(_Strict):
+class DecoderSubmission(StrictModel):
     """A decoder submission: one causal LM's exits, every method of its runs."""
 
     kind: Literal["decoder"]

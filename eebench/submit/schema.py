@@ -108,13 +108,13 @@ Size = Annotated[int, Field(ge=1, le=MAX_LENGTH)]  # a model dimension
 Scalar = Text | StrictInt | StrictFloat | StrictBool | None
 
 
-class _Strict(BaseModel):
+class StrictModel(BaseModel):
     model_config = ConfigDict(
         extra="forbid", strict=True, allow_inf_nan=False, protected_namespaces=()
     )
 
 
-class ModelInfo(_Strict):
+class ModelInfo(StrictModel):
     """The backbone: its name as given to `eebench run --model`, and what identifies the weights."""
 
     name: Name
@@ -143,20 +143,20 @@ class ModelInfo(_Strict):
         "weights (ALBERT: num_hidden_groups x inner_group_num)"))
 
 
-class MethodInfo(_Strict):
+class MethodInfo(StrictModel):
     name: Name
     sweep_param: Name  # e.g. "threshold", "patience", "layers"
     settings: dict[Key, Scalar | Annotated[list[Scalar], Field(max_length=MAX_ITEMS)]] = Field(
         default_factory=dict, max_length=MAX_ITEMS)
 
 
-class FlopsInfo(_Strict):
+class FlopsInfo(StrictModel):
     convention: Name  # e.g. "mac2-matmul": see docs/flops.md
     counter: Text  # how FLOPs were counted
     unit: Literal["FLOPs per sample"] = FLOPS_UNIT
 
 
-class Timing(_Strict):
+class Timing(StrictModel):
     """Wall time of real inference at one batch size (summary statistics, no raw values)."""
 
     mode: Literal["dynamic", "full"]  # exits taken, or the full model without exits
@@ -168,7 +168,7 @@ class Timing(_Strict):
     peak_memory_mb: Annotated[float, Field(ge=0)] | None = None
 
 
-class OperatingPoint(_Strict):
+class OperatingPoint(StrictModel):
     """One sweep value of one run: its metrics, its cost and where its samples exited."""
 
     sweep: dict[Key, StrictInt | StrictFloat] = Field(
@@ -199,14 +199,14 @@ class OperatingPoint(_Strict):
                                     "prediction gets wrong where the full-depth one is right")
 
 
-class ModelRun(_Strict):
+class ModelRun(StrictModel):
     """One complete model run on a sample's way to its answer."""
 
     layers: Size
     heads: list[Size] = Field(min_length=1, max_length=MAX_LAYERS)
 
 
-class RunEntry(_Strict):
+class RunEntry(StrictModel):
     """One run directory (one seed) of one task."""
 
     seed: Seed
@@ -228,14 +228,14 @@ class RunEntry(_Strict):
             "last model answering; the union over a run's models (static: one exit each)")))
 
 
-class DataFile(_Strict):
+class DataFile(StrictModel):
     split: Name
     source: Literal["local", "hub"]
     path: Text  # relative to the data directory, or "<hub path>/<config>:<split>"
     sha256: Sha256 | None = None  # null when loaded from the hub (or the data dir was not given)
 
 
-class TaskEntry(_Strict):
+class TaskEntry(StrictModel):
     split: Literal["dev", "test"]  # a test split has no labels here: no metrics, no ELUE score
     main_metric: Name
     metrics: list[Name] = Field(max_length=MAX_METRICS)  # empty for a test split
@@ -244,7 +244,7 @@ class TaskEntry(_Strict):
     runs: list[RunEntry] = Field(min_length=1, max_length=MAX_RUNS)
 
 
-class Gpu(_Strict):
+class Gpu(StrictModel):
     name: Text
     count: int = Field(ge=1, le=MAX_ITEMS)
     memory_gb: Annotated[float, Field(ge=0)] | None = None
@@ -252,7 +252,7 @@ class Gpu(_Strict):
     cuda: Text | None = None
 
 
-class Environment(_Strict):
+class Environment(StrictModel):
     """Where runs were measured (from their env.json)."""
 
     cpu: Text | None = None
@@ -266,7 +266,7 @@ class Environment(_Strict):
     git_dirty: bool | None = None
 
 
-class EebenchInfo(_Strict):
+class EebenchInfo(StrictModel):
     """The eebench that built this file."""
 
     version: Name
@@ -274,7 +274,7 @@ class EebenchInfo(_Strict):
     git_dirty: bool | None = None
 
 
-class EluScore(_Strict):
+class EluScore(StrictModel):
     """Mean metric above the reference curve at equal FLOPs (docs/scoring.md), per task."""
 
     reference: Name
@@ -287,7 +287,7 @@ class EluScore(_Strict):
     overall: float
 
 
-class Submission(_Strict):
+class Submission(StrictModel):
     schema_version: int = Field(
         default=SUBMISSION_SCHEMA_VERSION, json_schema_extra={"const": SUBMISSION_SCHEMA_VERSION}
     )
