@@ -52,6 +52,11 @@ def test_spec_checks_all_checks_every_k_and_d():
     (["--config", "{toml}", "--samples", "3"], "--samples: given with --config"),
     (["--config", "{missing}"], "No such file"),
     (["--config", "{bad}"], "frob: Extra inputs are not permitted"),
+    (["--exits", "6,40"], "within 1..29 (smollm2-135m has 30 layers): [6, 40]"),
+    (["--exits", "12,6"], "exit layers must be increasing"),
+    (["--exits", "0,6"], "exit layers must be increasing"),
+    (["--split", "dev"], "humaneval-gen has no split 'dev' (hint: its splits: test)"),
+    (["--model", "{missing}"], "hint: use --model smollm2-135m"),
 ])
 def test_bad_settings_are_refused_in_one_line(args, message, tmp_path):
     (tmp_path / "ok.toml").write_text('model = "smollm2-135m"\ntask = "imdb-lm"\n'

@@ -147,15 +147,16 @@ def check_encoder(name: str) -> None:
                          hint="choose an encoder (eebench backbones lists each kind)")
 
 
-def resolve_backbone(name: str) -> str:
-    """A local directory or a hub id for `name` (see the module docstring for the rules)."""
+def resolve_backbone(name: str, hint: str = HINT) -> str:
+    """A local directory or a hub id for `name` (see the module docstring for the rules); a
+    missing directory is refused with `hint` (a decoder's names decoder models)."""
     if name in BACKBONES:
         return BACKBONES.get(name).locate()
     path = Path(name).expanduser()
     if path.is_dir():
         return str(path.resolve())
     if name.startswith((".", "/", "~")):
-        raise UsageError(f"model directory {name!r} does not exist", hint=HINT)
+        raise UsageError(f"model directory {name!r} does not exist", hint=hint)
     if "/" not in name:  # a bare word close to a registered name is a typo, not a hub id
         close = difflib.get_close_matches(name.lower(), BACKBONES.names(), n=1, cutoff=0.8)
         if close:
@@ -187,7 +188,7 @@ def from_pretrained(loader: Callable[..., Any], name: str, *,
     local directory is checked first (`check_dir`: an encoder's `check_model_dir`, a decoder's
     own check), and whatever the loader still refuses is one line naming the directory or hub
     id, with `hint` (the loader's own error is its cause, shown by `eebench --debug`)."""
-    where = resolve_backbone(name)
+    where = resolve_backbone(name, hint)
     local = Path(where).is_dir()
     if local:
         check_dir(Path(where))

@@ -93,7 +93,21 @@ def read_decoder_run(path: Path) -> DecodeRun:
 
 
 def check_config(cfg: DecodeConfig) -> None:
-    """What a config cannot mean, refused before the model loads (exit 2)."""
+    """What a config cannot mean, refused before the model loads (exit 2): a split the task
+    lacks, exit layers out of order or beyond a known model's depth (a local model's is checked
+    once it loads: DecoderExits), points not among the run's exits, drafts and thresholds."""
+    from eebench.models.backbones import known_depth
+    from eebench.tasks.catalog import get_task
+
+    splits = get_task(cfg.task).splits
+    if cfg.split not in splits:
+        raise UsageError(f"{cfg.task} has no split {cfg.split!r}",
+                         hint=f"its splits: {', '.join(splits)}")
+    given, depth = list(cfg.exits.layers), known_depth(cfg.model)
+    if given != sorted(set(given)) or given[0] < 1 or (depth is not None and given[-1] >= depth):
+        within = f"1..{depth - 1} ({cfg.model} has {depth} layers)" if depth else "from 1"
+        raise UsageError(f"exit layers must be increasing, within {within}: {given}",
+                         hint="after the last layer the model's own head speaks")
     layers = set(cfg.exits.layers)
     bad = [k for k in cfg.candidate_ks() if k not in layers]
     if bad:
