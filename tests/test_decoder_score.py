@@ -325,7 +325,7 @@ def test_the_leaderboard_page_shows_a_decoder_submission_in_its_own_section(subm
     table = re.search(r'<table id="decoders">.*?</table>', page, re.S).group(0)
     assert len(re.findall(r"<tr>", table)) == len(rows) + 1  # the header and a row per method
     assert all(f">{html.escape(m)}</td>" in table for m in methods)
-    assert "0 submissions, 0 with an ELUE score; 1 decoder submissions; 0 rejected." in page
+    assert "0 submissions, 0 with an ELUE score; 1 decoder submission; 0 rejected." in page
     check = invoke("leaderboard", "check", subs)
     assert check.exit_code == 0, check.output
 

@@ -233,6 +233,10 @@ def _sort_key(item: tuple[Verdict, Submission]) -> tuple:
     return (overall is None, -(overall or 0.0), s.name)
 
 
+def _count(n: int, noun: str) -> str:
+    return f"{n} {noun}{'' if n == 1 else 's'}"
+
+
 def render(accepted: list[Verdict], rejected: list[Verdict]) -> str:
     """The page's HTML for checked submissions (accepted ones carry their Submission): the
     encoder ones in the sortable table and the Pareto figures, the decoder ones in their own
@@ -245,8 +249,9 @@ def render(accepted: list[Verdict], rejected: list[Verdict]) -> str:
     template = _template()
     return _fill(template, {
         "csp": esc(_csp(template)),
-        "summary": esc(f"{len(subs)} submissions, {with_ref} with an ELUE score; "
-                       f"{len(decoders)} decoder submissions; {len(rejected)} rejected."),
+        "summary": esc(f"{_count(len(subs), 'submission')}, {with_ref} with an ELUE score; "
+                       f"{_count(len(decoders), 'decoder submission')}; "
+                       f"{len(rejected)} rejected."),
         "filters": _filters(),
         "shown": str(len(subs)),
         "total": str(len(subs)),

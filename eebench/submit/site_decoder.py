@@ -27,6 +27,8 @@ from eebench.score.policy import DEFAULT_EXTRAPOLATE
 from eebench.submit.decoder_schema import DecoderPointEntry, DecoderRunEntry, DecoderSubmission
 from eebench.submit.markup import cell, esc
 
+TEXT_COLUMNS = ("Submission", "Model", "Exits", "Task", "Method")
+NUMBER_COLUMNS = ("Points", "Full model", "Score vs static truncation", "Lossless FLOPs speed-up")
 NO_TRUNCATION = "trained exits: scored against a run of untrained exits, not in the submission"
 
 
@@ -98,10 +100,8 @@ def decoder_table(subs: Sequence[DecoderSubmission]) -> str:
     rows = decoder_rows(subs)
     if not rows:
         return '<p class="note" id="decoders">No decoder submissions.</p>'
-    head = "".join(f'<th class="{cls}">{esc(text)}</th>' for text, cls in (
-        ("Submission", "text"), ("Model", "text"), ("Exits", "text"), ("Task", "text"),
-        ("Method", "text"), ("Points", ""), ("Full model", ""),
-        ("Score vs static truncation", ""), ("Lossless FLOPs speed-up", "")))
+    head = "".join(f'<th class="text">{esc(h)}</th>' for h in TEXT_COLUMNS) + "".join(
+        f"<th>{esc(h)}</th>" for h in NUMBER_COLUMNS)
     body = []
     for r in rows:
         score = (cell("", "–", "text", title=NO_TRUNCATION) if r.score is None else
