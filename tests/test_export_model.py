@@ -169,6 +169,20 @@ def test_the_default_point_is_the_cheapest_near_the_best(trained):
         choose_point(points, 123.0)
 
 
+def test_a_busy_out_folder_is_refused_before_the_model_loads(trained, tmp_path, monkeypatch):
+    root, runs = trained
+    (tmp_path / "full").mkdir()
+    (tmp_path / "full" / "x").write_text("")
+
+    def load_trained(*args, **kwargs):  # noqa: ANN002, ANN003, ANN202
+        raise AssertionError("the model was loaded before --out was checked")
+
+    monkeypatch.setattr("eebench.train.checkpoint.load_trained", load_trained)
+    busy = runner.invoke(app, ["export-model", str(runs["pabee"]), "--out",
+                               str(tmp_path / "full")])
+    assert busy.exit_code == 2 and "not empty" in busy.output, busy.output
+
+
 def test_export_refusals_are_one_line(trained, tmp_path, backbone, data_dir):
     root, runs = trained
     (tmp_path / "full").mkdir()

@@ -125,10 +125,11 @@ def export_run(run_dir: Path, out: Path, point: float | None = None,
     """Export the model of the finished run `run_dir` to the folder `out`; what was written."""
     from eebench.methods.base import get_method
     from eebench.models.convert.card import render
-    from eebench.models.convert.export import write_folder
+    from eebench.models.convert.export import check_out_folder, write_folder
     from eebench.run.artifacts import verify_run
     from eebench.train.checkpoint import load_trained
 
+    check_out_folder(out, overwrite)  # before the model loads
     run = verify_run(Path(run_dir))  # finished, its files as its summary vouched
     if run.summary is None:
         raise UsageError(f"{run_dir}: the run has not finished",

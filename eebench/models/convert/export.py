@@ -93,6 +93,15 @@ def exit_layout(model: MultiExitModel) -> dict[str, Any]:
     }
 
 
+def check_out_folder(out: Path, overwrite: bool = False) -> None:
+    """Refuse `out` unless it is new or an empty folder, or `overwrite` says to replace it: said
+    before any work (eebench.cli.export_model) and again by write_folder."""
+    out = Path(out)
+    if out.exists() and not (overwrite or (out.is_dir() and not any(out.iterdir()))):
+        raise UsageError(f"--out {out}: exists and is not empty",
+                         hint="choose a new folder, or add --overwrite")
+
+
 def write_folder(out: Path, model: MultiExitModel, tokenizer: Any, extra: dict[str, Any],
                  card: str, overwrite: bool = False) -> Path:
     """Write the exported folder `out` (a new directory: written next to it, then renamed in):
@@ -101,9 +110,7 @@ def write_folder(out: Path, model: MultiExitModel, tokenizer: Any, extra: dict[s
     from safetensors.torch import save_file
 
     out = Path(out)
-    if out.exists() and not (overwrite or (out.is_dir() and not any(out.iterdir()))):
-        raise UsageError(f"--out {out}: exists and is not empty",
-                         hint="choose a new folder, or add --overwrite")
+    check_out_folder(out, overwrite)
     backbone = hf_backbone(model)
     config = backbone_config(backbone)
     config[EXPORT_KEY] = {**exit_layout(model), **extra}
