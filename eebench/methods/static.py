@@ -28,11 +28,12 @@ from eebench.methods.decoding import truncated_points
 class Static(EarlyExitMethod):
     paper = ("Liu et al., Towards Efficient NLP: A Standard Evaluation and A Strong Baseline, "
              "NAACL 2022")
-    description = "first k layers + one classifier after layer k; each k fine-tuned separately"
+    description = ("first k layers + one classifier after layer k; each k fine-tuned separately "
+                   "(a decoder: its first k layers and exit k's head, decoded greedily)")
     sweep_param = "layers"  # no rule: every sample exits at the one exit; k = 1..L by default
     sweep_type = int
     joint_stage = "fine-tune"  # its one exit's loss, every parameter
-    trains = "one model per sweep value (k = 1..L)"
+    trains = "one model per sweep value (k = 1..L); a decoder: nothing"
     decodes_batches = True  # a truncated decoder is plain greedy decoding
 
     class Settings(MethodSettings):
