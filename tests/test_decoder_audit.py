@@ -59,7 +59,7 @@ def test_every_decoder_method_ran_on_both_tasks_with_lens_and_trained_exits():
     that does a task has points on it, from untrained (logit-lens) and from EE-Tuned exits."""
     from eebench.methods import decoder_derived
 
-    runs = [read_decoder_run(p) for p in RUNS]
+    runs = [read_decoder_run(p) for p in decoder_runs(narrowed=False)]
     for task in ("humaneval-gen", "imdb-lm"):
         made = {(r.summary.head, p.method) for r in runs if r.config.task == task
                 for p in r.points}
