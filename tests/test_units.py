@@ -93,3 +93,17 @@ def test_unit_of_names_and_refuses():
     assert TOKEN.per_token and not SEQUENCE.per_token
     with pytest.raises(ValueError, match="unknown exit unit"):
         unit_of("word")
+
+
+def test_a_generated_token_is_not_scored_or_costed_as_a_text():
+    """A decoder's points are scored over whole decodes (eebench.tasks.lm_metrics) and costed
+    per decode (eebench.measure.decoder_flops): the unit refuses the per-answer ways a text's
+    evaluator would use, rather than giving a classifier's numbers."""
+    from eebench.models.units import GENERATED
+    from eebench.tasks.catalog import get_task
+
+    answers = np.array([1, 2, 3])
+    with pytest.raises(NotImplementedError, match="lm_metrics"):
+        GENERATED.score(get_task("humaneval-gen"), answers, answers)
+    with pytest.raises(NotImplementedError, match="decoder_flops"):
+        GENERATED.flops_along(None, np.zeros(3, dtype=int), np.ones(3, dtype=int))

@@ -316,6 +316,19 @@ class _GeneratedUnit(Unit):
                 is_regression: bool) -> Tracker:
         return GeneratedTracker(n, last, device)
 
+    def score(self, spec: Any, answers: Any, labels: Any) -> dict[str, float]:
+        """A decoder's points are scored over whole decodes against the full model's tokens
+        (eebench.tasks.lm_metrics, by eebench.run.decoding), not answer by answer here."""
+        raise NotImplementedError(f"{spec.name}: generated tokens are scored by "
+                                  "eebench.tasks.lm_metrics over a decode")
+
+    def flops_along(self, table: Any, exit_index: np.ndarray, lengths: np.ndarray,
+                    live_pieces: np.ndarray | None = None, live_costs: Any = None) -> np.ndarray:
+        """A generated token's FLOPs depend on its position and the KV cache the decode has
+        built (eebench.measure.decoder_flops), not on an encoder's per-layer cost table."""
+        raise NotImplementedError("generated tokens' FLOPs are counted per decode by "
+                                  "eebench.measure.decoder_flops")
+
 
 SEQUENCE = Unit("sequence")
 TOKEN = _TokenUnit("token", per_token=True, scores_quality=False, stores_logits=False,
