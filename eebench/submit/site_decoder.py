@@ -43,7 +43,7 @@ class DecoderRow:
     method: str  # the method, and any setting off its default in parentheses
     points: int  # over every run (seed)
     full_main: float  # the full model's main metric, mean over the runs
-    score: float | None  # against the run's own static truncation, mean over the runs
+    score: float | None  # against each run's own static truncation, mean over the runs with one
     lossless_speedup: float | None  # the highest FLOPs speed-up at the full model's quality
 
 
@@ -90,7 +90,7 @@ def decoder_rows(subs: Sequence[DecoderSubmission]) -> list[DecoderRow]:
                 rows.append(DecoderRow(
                     submission=sub.name, model=sub.model.name, exits=_exits(sub), task=task,
                     method=label, points=len(points), full_main=float(np.mean(fulls)),
-                    score=float(np.mean(per_run)) if len(per_run) == len(entry.runs) else None,
+                    score=float(np.mean(per_run)) if per_run else None,
                     lossless_speedup=max(lossless) if lossless else None))
     return rows
 
