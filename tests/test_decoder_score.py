@@ -35,6 +35,7 @@ REPO = Path(__file__).resolve().parents[1]
 SMOLLM2 = (REPO / "benchmarks" / "results" / "decoder-smollm2" / "smollm2-135m" / "decode" /
            "humaneval-gen" / "40ec2009ef4d")
 # SmolLM2-135M's config (the committed run's model)
+SMOLLM2_IMDB = SMOLLM2.parents[1] / "imdb-lm" / "80cb2ffd8cea"
 SMOLLM2_SHAPE = {"layers": 30, "hidden": 576, "heads": 9, "kv_heads": 3, "head_dim": 64,
                  "intermediate": 1536, "vocab": 49152}
 
@@ -265,10 +266,13 @@ def test_the_committed_smollm2_run_makes_a_valid_submission(monkeypatch):
 
     monkeypatch.setattr(decoder, "_shape", lambda name: DecoderShapeInfo(**SMOLLM2_SHAPE))
     monkeypatch.setattr("eebench.models.backbones.resolve_backbone", lambda name: name)
-    sub = decoder.build_decoder_submission([SMOLLM2])
+    sub = decoder.build_decoder_submission([SMOLLM2, SMOLLM2_IMDB])
     data = sub.model_dump(mode="json")
     assert validate_data(data).model.name == "smollm2-135m"
     assert len(_points(data)) == 26
+    # the logit lens at layer 6 predicts IMDb's next tokens with a perplexity in the billions
+    imdb = data["tasks"]["imdb-lm"]["runs"][0]["points"]
+    assert max(p["metrics"]["perplexity"] for p in imdb) > 1e9
 
 
 def test_trained_exits_are_scored_against_the_lens_runs_static_truncation(tiny_run, data_dir,
