@@ -26,3 +26,12 @@ eebench decode "${COMMON[@]}" "${GEN[@]}" --timing
 eebench decode "${COMMON[@]}" "${LM[@]}"
 eebench decode "${COMMON[@]}" "${TUNED[@]}" "${LM[@]}"
 eebench decode "${COMMON[@]}" "${TUNED[@]}" "${GEN[@]}"
+
+# 3. the leaderboard's decoder submissions, one per set of exits (a submission holds one):
+#    leaderboard/submissions/smollm2-135m-{lens,ee-tuning}.json
+run_dir() { eebench decode "${COMMON[@]}" "$@" --dry-run --json | python -c \
+  'import json, sys; print(json.load(sys.stdin)["path"])'; }
+eebench submit "$(run_dir "${GEN[@]}" --timing)" "$(run_dir "${LM[@]}")" \
+  --name "SmolLM2-135M, logit-lens exits" --out leaderboard/submissions/smollm2-135m-lens.json
+eebench submit "$(run_dir "${TUNED[@]}" "${GEN[@]}")" "$(run_dir "${TUNED[@]}" "${LM[@]}")" \
+  --name "SmolLM2-135M, EE-Tuning exits" --out leaderboard/submissions/smollm2-135m-ee-tuning.json

@@ -16,7 +16,10 @@ from eebench.score import aggregate_seeds, load_reference, load_runs, raw_points
 from eebench.submit.validate import validate_file
 
 ROOT = Path(__file__).resolve().parent.parent
-SUBMISSIONS = sorted((ROOT / "leaderboard" / "submissions").glob("*.json"))
+SHIPPED = sorted((ROOT / "leaderboard" / "submissions").glob("*.json"))
+# the encoder submissions, and the decoder ones (`"kind": "decoder"`: benchmarks/decoder_smollm2.sh)
+DECODERS = [p for p in SHIPPED if json.loads(p.read_text()).get("kind") == "decoder"]
+SUBMISSIONS = [p for p in SHIPPED if p not in DECODERS]
 REFERENCE = ROOT / "leaderboard" / "references" / "minilm-l6-static.json"
 RUNS = ROOT / "benchmarks" / "results" / "elue-minilm"
 # Audits of what the repository ships, not tests of the code: `python -m pytest -m audit`
@@ -48,6 +51,31 @@ def test_shipped_submission_is_valid(path):
 
 def _finished(method: str) -> list[Path]:
     return sorted(p.parent for p in (RUNS / "minilm-l6" / method).rglob("summary.json"))
+
+
+@pytest.mark.parametrize("path", DECODERS, ids=[p.name for p in DECODERS])
+def test_shipped_decoder_submission_is_valid_and_what_its_runs_give(path):
+    """Valid against the decoder schema and `eebench validate`, and rebuilt from the committed
+    decoder runs it names it says the same (but for when and by which eebench it was made)."""
+    from eebench.reports.files import MAKING, same_numbers
+    from eebench.submit.decoder import build_decoder_submission
+
+    schema = json.loads((ROOT / "leaderboard" / "decoder-schema.json").read_text())
+    data = json.loads(path.read_text())
+    jsonschema.validate(data, schema, cls=jsonschema.Draft202012Validator)
+    verdict = validate_file(path)
+    assert verdict.ok, verdict.reason
+    runs = ROOT / "benchmarks" / "results" / "decoder-smollm2" / "smollm2-135m" / "decode"
+    dirs = [runs / task / r["config_hash"] for task, t in data["tasks"].items() for r in t["runs"]]
+    assert all(d.is_dir() for d in dirs), dirs
+    built = json.loads(build_decoder_submission(dirs, name=data["name"]).model_dump_json())
+    assert same_numbers({k: v for k, v in data.items() if k not in MAKING},
+                        {k: v for k, v in built.items() if k not in MAKING}), path.name
+
+
+def test_the_leaderboard_ships_both_decoder_exits():
+    heads = sorted(json.loads(p.read_text())["model"]["head"] for p in DECODERS)
+    assert heads == ["adapter", "lens"]
 
 
 def test_static_runs_score_zero_against_the_shipped_reference():

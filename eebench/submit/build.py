@@ -70,12 +70,14 @@ def model_dir_sha256(directory: Path) -> str | None:
     return h.hexdigest()
 
 
-def single_value(runs, what: str, value) -> str:
-    """The single value of `what` over the runs, or a one-line refusal."""
+def single_value(runs, what: str, value,
+                 holds: str = "one model and method") -> str:
+    """The single value of `what` over the runs, or a one-line refusal saying what a submission
+    `holds`."""
     seen = {value(r) for r in runs}
     if len(seen) > 1:
         raise DataError(f"runs of mixed {what}: {', '.join(sorted(seen))}",
-                        hint="a submission holds one model and method; submit each separately")
+                        hint=f"a submission holds {holds}; submit each separately")
     return seen.pop()
 
 

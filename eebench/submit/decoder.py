@@ -75,9 +75,11 @@ def build_decoder_submission(paths: Sequence[Path], name: str | None = None
     from eebench.submit.validate import schema_error
 
     runs = load_decoder_runs(paths)
-    model = single_value(runs, "models", lambda r: r.config.model)
-    single_value(runs, "exit settings", lambda r: r.config.exits.model_dump_json())
-    convention = single_value(runs, "FLOPs conventions", lambda r: r.config.flops_convention)
+    holds = "one model and one set of exits"
+    model = single_value(runs, "models", lambda r: r.config.model, holds)
+    single_value(runs, "exit settings", lambda r: r.config.exits.model_dump_json(), holds)
+    convention = single_value(runs, "FLOPs conventions", lambda r: r.config.flops_convention,
+                              holds)
     try:
         shape = _shape(model)
         envs: list[Environment] = []
