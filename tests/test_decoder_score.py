@@ -334,16 +334,37 @@ def test_the_leaderboard_page_shows_a_decoder_submission_in_its_own_section(subm
     assert check.exit_code == 0, check.output
 
 
-def test_an_adapter_run_has_no_score_on_the_page_and_says_why(submission):
+def test_a_run_of_trained_exits_is_scored_against_a_lens_submissions_truncation(submission):
+    """As `eebench score` does: alone on the page it has no score (its cell says why); beside a
+    submission of the same model's untrained exits on the same samples it is scored against that
+    one's static truncation."""
+    import html
+
+    from eebench.score.elue import elue_deltas
     from eebench.submit.decoder_schema import DecoderSubmission
     from eebench.submit.site_decoder import NO_TRUNCATION, decoder_rows, decoder_table
 
-    data = json.loads(submission.read_text())
-    run = data["tasks"]["humaneval-gen"]["runs"][0]
+    lens = json.loads(submission.read_text())
+    tuned = copy.deepcopy(lens)
+    tuned["name"] = "tuned"
+    tuned["model"].update(head="adapter", rank=4)
+    run = tuned["tasks"]["humaneval-gen"]["runs"][0]
     run["points"] = [p for p in run["points"] if p["method"] != "static"]
-    sub = DecoderSubmission.model_validate(data)
-    assert all(r.score is None for r in decoder_rows([sub]))
-    assert NO_TRUNCATION in decoder_table([sub])
+    tuned_sub, lens_sub = (DecoderSubmission.model_validate(d) for d in (tuned, lens))
+    assert all(r.score is None for r in decoder_rows([tuned_sub]))
+    assert html.escape(NO_TRUNCATION, quote=True) in decoder_table([tuned_sub])
+    curve = sorted((p["flops_per_token"], p["main"]) for p in _points(lens)
+                   if p["method"] in ("static", "full"))
+    rows = [r for r in decoder_rows([tuned_sub, lens_sub]) if r.submission == "tuned"]
+    for r in rows:
+        mine = [p for p in run["points"] if p["method"] == r.method]
+        expected = elue_deltas([f for f, _ in curve], [m for _, m in curve],
+                               [p["flops_per_token"] for p in mine], [p["main"] for p in mine])
+        assert r.score == pytest.approx(float(np.mean(expected)))
+    other = copy.deepcopy(lens)  # another sample: no truncation to share
+    other["tasks"]["humaneval-gen"]["runs"][0]["sample_ids"][0] = "HumanEval/999"
+    assert all(r.score is None for r in decoder_rows([tuned_sub, DecoderSubmission.model_validate(
+        other)]) if r.submission == "tuned")
 
 
 def test_the_decoder_schema_is_committed_and_takes_a_decoder_submission(submission, tmp_path):

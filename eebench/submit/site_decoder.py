@@ -6,8 +6,9 @@ them, per method, what docs/results.md reads from run directories:
 - its score against the run's own static truncation (eebench.score.decoder's ELUE-style score:
   the mean, over the method's points, of its main metric minus the curve of the run's static and
   full points at its FLOPs per token), averaged over the runs (seeds). A run of trained exits has
-  no static points (its truncations are `ee-tuning`'s): it is scored against a run of untrained
-  exits, which a submission does not hold, so its cell is empty and says why;
+  no static points (its truncations are `ee-tuning`'s): as `eebench score` does, it is scored
+  against the static truncation of a run of untrained exits of the same model, task, split and
+  samples, here from another submission on the page; without one its cell is empty and says why;
 - the most FLOPs per token it saves without losing quality: the highest FLOPs speed-up among its
   points whose main metric is at least the full model's (empty when none is).
 
@@ -29,7 +30,8 @@ from eebench.submit.markup import cell, esc
 
 TEXT_COLUMNS = ("Submission", "Model", "Exits", "Task", "Method")
 NUMBER_COLUMNS = ("Points", "Full model", "Score vs static truncation", "Lossless FLOPs speed-up")
-NO_TRUNCATION = "trained exits: scored against a run of untrained exits, not in the submission"
+NO_TRUNCATION = ("trained exits: scored against the static truncation of a submission of the same "
+                 "model's untrained exits on the same samples, and none is on the page")
 
 
 @dataclass(frozen=True)
@@ -54,14 +56,29 @@ def _label(p: DecoderPointEntry) -> str:
     return f"{p.method} ({', '.join(notes)})" if notes else p.method
 
 
-def _scores(run: DecoderRunEntry) -> dict[str, float]:
-    """Each method's score in one run against its own static truncation (none without one)."""
+Curve = list[tuple[float, float]]  # (FLOPs per token, main metric), in FLOPs order
+
+
+def _samples(sub: DecoderSubmission, task: str, run: DecoderRunEntry) -> tuple:
+    """What two runs must share for one's static truncation to score the other's points."""
+    return (sub.model.name, sub.model.local_sha256, task, sub.tasks[task].split,
+            tuple(run.sample_ids), run.new_tokens)
+
+
+def _truncation(run: DecoderRunEntry) -> Curve | None:
+    """The run's own static truncation and full model (None: trained exits, no static points)."""
     if not any(p.method == "static" for p in run.points):
+        return None
+    return sorted((p.flops_per_token, p.main) for p in run.points if p.method in REFERENCE_METHODS)
+
+
+def _scores(run: DecoderRunEntry, curve: Curve | None) -> dict[str, float]:
+    """Each method's score in one run against `curve` (none without one)."""
+    if curve is None:
         return {}
-    ref = sorted((p.flops_per_token, p.main) for p in run.points if p.method in REFERENCE_METHODS)
     by_label: dict[str, list[float]] = {}
     for p in run.points:
-        delta = elue_deltas([f for f, _ in ref], [m for _, m in ref], [p.flops_per_token],
+        delta = elue_deltas([f for f, _ in curve], [m for _, m in curve], [p.flops_per_token],
                             [p.main], DEFAULT_EXTRAPOLATE)[0]
         by_label.setdefault(_label(p), []).append(float(delta))
     return {label: float(np.mean(v)) for label, v in by_label.items()}
@@ -75,11 +92,18 @@ def _exits(sub: DecoderSubmission) -> str:
 
 def decoder_rows(subs: Sequence[DecoderSubmission]) -> list[DecoderRow]:
     """The section's rows, by submission name, task and method (the full model left out)."""
+    truncations: dict[tuple, Curve] = {}
+    for sub in subs:
+        for task, entry in sub.tasks.items():
+            for run in entry.runs:
+                if (curve := _truncation(run)) is not None:
+                    truncations.setdefault(_samples(sub, task, run), curve)
     rows = []
     for sub in sorted(subs, key=lambda s: s.name):
         for task, entry in sorted(sub.tasks.items()):
             fulls = [next(p.main for p in r.points if p.method == "full") for r in entry.runs]
-            scores = [_scores(r) for r in entry.runs]
+            scores = [_scores(r, _truncation(r) or truncations.get(_samples(sub, task, r)))
+                      for r in entry.runs]
             labels = dict.fromkeys(_label(p) for r in entry.runs for p in r.points
                                    if p.method != "full")
             for label in labels:
