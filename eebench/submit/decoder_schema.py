@@ -18,6 +18,7 @@ from eebench.submit.schema import (
     MAX_RUNS,
     MAX_SAMPLES,
     MAX_TASKS,
+    Created,
     EebenchInfo,
     Environment,
     Key,
@@ -27,7 +28,6 @@ from eebench.submit.schema import (
     Share,
     Size,
     StrictModel,
-    Submission,
     Text,
     json_schema,
 )
@@ -108,7 +108,7 @@ class DecoderSubmission(StrictModel):
     schema_version: int = Field(default=DECODER_SCHEMA_VERSION,
                                 json_schema_extra={"const": DECODER_SCHEMA_VERSION})
     name: Name
-    created: Annotated[str, Field(max_length=40, json_schema_extra={"format": "date-time"})]
+    created: Created
     model: DecoderModelInfo
     flops_convention: Name
     flops_unit: Literal["FLOPs per token"] = DECODER_FLOPS_UNIT
@@ -124,8 +124,6 @@ class DecoderSubmission(StrictModel):
             raise ValueError(f"decoder schema_version {v} is not supported (this eebench reads "
                              f"{DECODER_SCHEMA_VERSION})")
         return v
-
-    _created = field_validator("created")(Submission._iso_8601.__func__)
 
 
 DECODER_SCHEMA_ID = "https://eebench.dev/leaderboard/decoder-schema.json"

@@ -108,6 +108,23 @@ Size = Annotated[int, Field(ge=1, le=MAX_LENGTH)]  # a model dimension
 Scalar = Text | StrictInt | StrictFloat | StrictBool | None
 
 
+def iso_8601(v: str) -> str:
+    """An ISO 8601 date and time with its UTC offset (e.g. 2026-11-24T00:55:42+00:00); the text is
+    kept as written."""
+    try:
+        when = datetime.fromisoformat(v[:-1] + "+00:00" if v.endswith("Z") else v)
+    except ValueError:
+        raise ValueError("not an ISO 8601 date and time") from None
+    if when.tzinfo is None or when.utcoffset() is None:
+        raise ValueError("an ISO 8601 time without its UTC offset") from None
+    return v
+
+
+# when a submission was built (every kind's `created`)
+Created = Annotated[str, Field(max_length=40, json_schema_extra={"format": "date-time"}),
+                    AfterValidator(iso_8601)]
+
+
 class StrictModel(BaseModel):
     model_config = ConfigDict(
         extra="forbid", strict=True, allow_inf_nan=False, protected_namespaces=()
@@ -292,7 +309,7 @@ class Submission(StrictModel):
         default=SUBMISSION_SCHEMA_VERSION, json_schema_extra={"const": SUBMISSION_SCHEMA_VERSION}
     )
     name: Name
-    created: Annotated[str, Field(max_length=40, json_schema_extra={"format": "date-time"})]
+    created: Created
     model: ModelInfo
     method: MethodInfo
     flops: FlopsInfo
@@ -310,18 +327,6 @@ class Submission(StrictModel):
                              f"{SUBMISSION_SCHEMA_VERSION})")
         return v
 
-    @field_validator("created")
-    @classmethod
-    def _iso_8601(cls, v: str) -> str:
-        """An ISO 8601 date and time with its UTC offset (e.g. 2026-11-24T00:55:42+00:00); the
-        text is kept as written."""
-        try:
-            when = datetime.fromisoformat(v[:-1] + "+00:00" if v.endswith("Z") else v)
-        except ValueError:
-            raise ValueError("not an ISO 8601 date and time") from None
-        if when.tzinfo is None or when.utcoffset() is None:
-            raise ValueError("an ISO 8601 time without its UTC offset") from None
-        return v
 
 
 def json_schema(model: type[BaseModel] | None = None, *, schema_id: str = SCHEMA_ID,
