@@ -217,6 +217,24 @@ def test_listings_do_not_import_torch(command):
     assert out.stdout.strip().endswith("HEAVY []"), out.stdout[-300:]
 
 
+def test_the_leaderboard_page_does_not_import_torch(tmp_path):
+    """Building the page from the shipped submissions (encoder and decoder kinds) reads JSON: no
+    torch, no transformers (a decoder submission's labels come from eebench.score.decoder_labels,
+    not from the decoder run's records)."""
+    code = (
+        "import sys\n"
+        "from pathlib import Path\n"
+        "from eebench.submit.site import build_site\n"
+        f"site = build_site(Path({str(PACKAGE.parent / 'leaderboard' / 'submissions')!r}), "
+        f"Path({str(tmp_path)!r}))\n"
+        "kinds = sorted({getattr(v.submission, 'kind', 'encoder') for v in site.accepted})\n"
+        "heavy = [m for m in ('torch', 'transformers') if m in sys.modules]\n"
+        "print('KINDS', kinds, 'HEAVY', heavy)\n"
+    )
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True)
+    assert out.stdout.strip().endswith("KINDS ['decoder', 'encoder'] HEAVY []"), out.stdout[-300:]
+
+
 METHOD_FILE_LINES = 80  # docs/architecture.md: a method reads like its paper's algorithm box
 
 

@@ -32,15 +32,8 @@ from typing import Any
 
 from eebench.errors import DataError
 from eebench.run.decoding import DecoderPoint, DecodeRun, read_decoder_run
+from eebench.score.decoder_labels import LABEL_DEFAULTS, PACK, SWEEPS
 from eebench.score.table import METRIC_PREFIX
-
-# the settings that make each method's sweep, in order (the others go into the label)
-SWEEPS = {"full": ("k",), "static": ("k",), "ee-tuning": ("k",), "self-spec": ("k", "d"),
-          "self-spec-adaptive": ("d",), "calm": ("threshold",)}
-# settings left out of the label at these values (DecodeConfig's defaults)
-LABEL_DEFAULTS: dict[str, Any] = {"measure": "maxprob", "m": 8}
-PACK = 100  # a second sweep value is packed as value / PACK: "k+d" 6.04 is k = 6, d = 4
-REFERENCE_METHODS = ("static", "full")  # the run's own reference curve: truncation, full model
 
 
 def load_decoder_runs(paths: Iterable[Path]) -> list[DecodeRun]:

@@ -22,7 +22,7 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from eebench.score.decoder_table import LABEL_DEFAULTS, REFERENCE_METHODS, SWEEPS
+from eebench.score.decoder_labels import LABEL_DEFAULTS, REFERENCE_METHODS, SWEEPS
 from eebench.score.elue import elue_deltas
 from eebench.score.policy import DEFAULT_EXTRAPOLATE
 from eebench.submit.decoder_schema import DecoderPointEntry, DecoderRunEntry, DecoderSubmission
