@@ -29,8 +29,8 @@ import numpy as np
 
 from eebench.errors import DataError, UsageError
 from eebench.run.decoding import DecodeRun
+from eebench.score.decoder_labels import REFERENCE_METHODS
 from eebench.score.decoder_table import (
-    REFERENCE_METHODS,
     decoder_frame,
     decoder_label,
     decoder_sweep,
